@@ -1,0 +1,165 @@
+"""The ``mapush`` command (contract: shared/CLI.md).
+
+Validates options into one :class:`~mapush.spec.RunSpec` and hands it on; bad input is one
+``error:`` line naming the option and the fix, exit status 2. Heavy modules (torch, Isaac
+Gym, trainers) are imported only by the subcommand that needs them.
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from mapush import __version__
+from mapush.errors import MapushError, UsageError
+from mapush.objects import KNOWN_OBJECTS, find_objects
+from mapush.spec import ALGOS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_STEPS, TASKS, RunSpec, \
+    default_run_dir
+
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is one ``error:`` line and exit status 2."""
+
+    def error(self, message: str) -> "None":  # type: ignore[override]
+        raise UsageError("%s (see '%s --help')" % (message, self.prog))
+
+
+def _int(kind: str, minimum: int):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
+        if value < minimum:
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
+        return value
+
+    parse.__name__ = kind
+    return parse
+
+
+positive_int = _int("a positive integer", 1)
+non_negative_int = _int("a non-negative integer", 0)
+
+
+def device(text: str) -> str:
+    if not _DEVICE.match(text):
+        raise argparse.ArgumentTypeError("%r is not a device: use cpu, cuda or cuda:N" % text)
+    return "cuda:0" if text == "cuda" else text
+
+
+def existing_file(text: str) -> str:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError("%r: no such file" % text)
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mapush", description="Train and evaluate MAPush policies.")
+    parser.add_argument("--version", action="version", version="mapush-env " + __version__)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub.required = True
+
+    train = sub.add_parser("train", help="train a policy (PPO via OpenRL, HAPPO/MAPPO/HATRPO via HARL)")
+    train.add_argument("--algo", choices=ALGOS, default="ppo")
+    train.add_argument("--task", choices=TASKS, default="go1push_mid")
+    train.add_argument("--object", default="cuboid",
+                       help="task/<object>/config.py under $MAPUSH_ROOT (cuboid, Tblock, cylinder)")
+    train.add_argument("--num-envs", type=positive_int, default=200)
+    train.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
+                       help="environment steps to train for (all envs together)")
+    train.add_argument("--seed", type=non_negative_int, default=1)
+    train.add_argument("--run-dir", help="default: runs/<task>/<object>/<algo>/seed<seed>-<time>")
+    train.add_argument("--sim-device", type=device, default="cuda:0")
+    train.add_argument("--rl-device", type=device, default="cuda:0")
+    train.add_argument("--resume", metavar="DIR_OR_CHECKPOINT",
+                       help="a run directory (its newest complete checkpoint) or a checkpoint")
+    train.add_argument("--checkpoint-interval", type=positive_int,
+                       default=DEFAULT_CHECKPOINT_INTERVAL, metavar="STEPS")
+    train.add_argument("--record-video", action="store_true")
+    train.add_argument("--config", type=existing_file, metavar="FILE",
+                       help="YAML overriding the algorithm's shipped config")
+    train.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
+    train.add_argument("--no-preflight", action="store_true",
+                       help="skip the doctor checks before starting (not recommended)")
+
+    doctor = sub.add_parser("doctor", help="check GPU, driver, Isaac Gym, patches, MAPush")
+    doctor.add_argument("--num-envs", type=positive_int, default=200)
+    doctor.add_argument("--sim-device", type=device, default="cuda:0")
+    doctor.add_argument("--rl-device", type=device, default="cuda:0")
+    doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    smoke = sub.add_parser("smoke", help="short end-to-end GPU check with a JSON report")
+    smoke.add_argument("--report", default="runs/smoke/report.json", metavar="FILE")
+    smoke.add_argument("--sim-device", type=device, default="cuda:0")
+    smoke.add_argument("--rl-device", type=device, default="cuda:0")
+
+    ev = sub.add_parser("eval", help="success rate, finished time, collision and "
+                                     "collaboration degree of a checkpoint")
+    ev.add_argument("--checkpoint", required=True, metavar="PATH")
+    ev.add_argument("--num-envs", type=positive_int, default=300)
+    ev.add_argument("--sim-device", type=device, default="cuda:0")
+    ev.add_argument("--rl-device", type=device, default="cuda:0")
+    ev.add_argument("--seed", type=non_negative_int, default=1)
+    return parser
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """Validate ``mapush train`` options into a RunSpec (UsageError on bad input)."""
+    objects = find_objects() or list(KNOWN_OBJECTS)
+    if args.object not in objects:
+        raise UsageError("argument --object: unknown object %r; objects found: %s"
+                         % (args.object, ", ".join(objects)))
+    run_dir = args.run_dir
+    resume = None
+    if args.resume:
+        from mapush.run.checkpoints import resolve_resume
+
+        resumed_run, checkpoint, _meta = resolve_resume(args.resume)
+        resume = str(checkpoint)
+        run_dir = run_dir or str(resumed_run)
+    if run_dir is None:
+        run_dir = default_run_dir(args.task, args.object, args.algo, args.seed)
+    return RunSpec(
+        algo=args.algo, task=args.task, object=args.object, num_envs=args.num_envs,
+        steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
+        rl_device=args.rl_device, resume=resume, checkpoint_interval=args.checkpoint_interval,
+        record_video=args.record_video,
+        config=str(Path(args.config).resolve()) if args.config else None,
+        use_wandb=args.wandb,
+    )
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "train":
+        spec = spec_from_args(args)
+        from mapush.run.train import train
+
+        return train(spec, preflight=not args.no_preflight)
+    if args.command == "doctor":
+        from mapush.diagnostics.doctor import main as doctor_main
+
+        return doctor_main(args)
+    if args.command == "smoke":
+        from mapush.smoke import main as smoke_main
+
+        return smoke_main(args)
+    if args.command == "eval":
+        from mapush.evaluate import main as eval_main
+
+        return eval_main(args)
+    raise UsageError("unknown command %r" % args.command)  # pragma: no cover
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return _dispatch(args)
+    except MapushError as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

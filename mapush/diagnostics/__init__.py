@@ -1,0 +1,1 @@
+"""Doctor checks and the PhysX contact-buffer budget."""

@@ -1,0 +1,1 @@
+"""Adapters from the MQE env to the trainers (HARL, OpenRL) over one statistics module."""

@@ -1,0 +1,1 @@
+"""Process lifecycle of a run: child process, phases, signals, checkpoints, resume."""

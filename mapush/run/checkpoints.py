@@ -1,0 +1,110 @@
+"""Atomic checkpoints and finding the newest complete one.
+
+A checkpoint is a folder under ``<run_dir>/checkpoints/``. The trainer writes its files into
+a hidden temporary folder; ``meta.json`` (step count and trainer state) is written last, the
+tree is fsynced, and the folder is renamed into place in one step. So every visible
+checkpoint folder with a ``meta.json`` is complete, and a kill mid-write leaves only a
+hidden temporary folder that resume ignores (and the next save removes).
+"""
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from mapush.errors import UsageError
+from mapush.run.atomic import fsync_dir, fsync_tree, write_json
+
+META = "meta.json"
+TMP_PREFIX = ".tmp-"
+
+
+def checkpoints_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+@contextlib.contextmanager
+def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterator[Path]:
+    """Yield a temporary folder to write into; on success publish it as ``checkpoints/<name>``.
+
+    ``meta`` must hold ``step`` (environment steps so far). An existing checkpoint of the
+    same name is replaced only after the new one is complete.
+    """
+    if "step" not in meta:
+        raise ValueError("checkpoint meta needs 'step'")
+    root = checkpoints_dir(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / ("%s%s-%d" % (TMP_PREFIX, name, os.getpid()))
+    if tmp.exists():
+        shutil.rmtree(str(tmp))
+    tmp.mkdir()
+    try:
+        yield tmp
+        write_json(tmp / META, dict(meta, name=name))
+        fsync_tree(tmp)
+        final = root / name
+        if final.exists():
+            old = root / ("%s%s-old-%d" % (TMP_PREFIX, name, os.getpid()))
+            os.replace(str(final), str(old))
+            os.replace(str(tmp), str(final))
+            shutil.rmtree(str(old), ignore_errors=True)
+        else:
+            os.replace(str(tmp), str(final))
+        fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(str(tmp), ignore_errors=True)
+        raise
+
+
+def read_meta(path: Path) -> Optional[Dict[str, Any]]:
+    try:
+        meta = json.loads((Path(path) / META).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+        return None
+    return meta
+
+
+def list_checkpoints(run_dir: Path) -> List[Tuple[int, Path, Dict[str, Any]]]:
+    """Complete checkpoints of a run, oldest first, as ``(step, path, meta)``."""
+    root = checkpoints_dir(run_dir)
+    found = []
+    if root.is_dir():
+        for path in root.iterdir():
+            if path.name.startswith(TMP_PREFIX) or not path.is_dir():
+                continue
+            meta = read_meta(path)
+            if meta is not None:
+                found.append((meta["step"], path, meta))
+    found.sort(key=lambda item: (item[0], item[1].stat().st_mtime))
+    return found
+
+
+def latest_checkpoint(run_dir: Path) -> Optional[Tuple[int, Path, Dict[str, Any]]]:
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def resolve_resume(target: str) -> Tuple[Path, Path, Dict[str, Any]]:
+    """``--resume RUN_DIR_OR_CHECKPOINT`` -> (run_dir, checkpoint, meta), or a UsageError.
+
+    A run directory picks its newest complete checkpoint; a checkpoint folder must be
+    complete (have a readable ``meta.json``).
+    """
+    path = Path(target)
+    if not path.exists():
+        raise UsageError("--resume %s: no such run directory or checkpoint" % target)
+    meta = read_meta(path) if path.is_dir() else None
+    if meta is not None:
+        return path.parent.parent, path, meta
+    if path.is_dir() and (path / "config.json").is_file():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise UsageError("--resume %s: the run has no complete checkpoint in %s"
+                             % (target, checkpoints_dir(path)))
+        return path, latest[1], latest[2]
+    raise UsageError("--resume %s: not a run directory (config.json) nor a complete checkpoint"
+                     " (meta.json); pass a run directory or one of its checkpoints/ folders"
+                     % target)

@@ -1,0 +1,166 @@
+"""The one module that imports ``isaacgym`` and ``mqe``.
+
+It turns a :class:`~mapush.spec.RunSpec` into upstream's argument namespace and object
+config, and creates the MQE environment. ``isaacgym`` must be imported before ``torch``, so
+the child process calls :func:`import_isaacgym` before anything imports torch.
+Without Isaac Gym (or MAPush) it fails fast with what is missing and how to get it; it never
+falls back to anything else.
+"""
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional, Tuple
+
+from mapush.errors import MapushError, UsageError
+from mapush.objects import find_objects, mapush_root, object_config_path
+from mapush.run import phases
+from mapush.spec import RunSpec
+
+ISAACGYM_HINT = ("Isaac Gym Preview 4 is not importable: download IsaacGym_Preview_4_Package.tar.gz "
+                 "from https://developer.nvidia.com/isaac-gym, put it in vendor/ and run "
+                 "'make build' (training runs inside the image: 'make train')")
+MAPUSH_HINT = ("MAPush's 'mqe' package is not importable: set MAPUSH_ROOT to a MAPush checkout "
+               "(the image has it at /opt/mapush) and make sure it is on the Python path")
+
+
+class MissingDependency(MapushError):
+    exit_code = 3
+
+
+def import_isaacgym() -> Any:
+    """Import isaacgym (before torch, as it demands); a clear error when it is missing."""
+    if "torch" in sys.modules and "isaacgym" not in sys.modules:
+        raise MapushError("internal: torch was imported before isaacgym; Isaac Gym refuses "
+                          "to load in that order")
+    try:
+        import isaacgym  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependency("%s (%s)" % (ISAACGYM_HINT, exc))
+    return sys.modules["isaacgym"]
+
+
+def _import_mqe_utils() -> Any:
+    root = str(mapush_root())
+    if root not in sys.path:
+        sys.path.append(root)
+    try:
+        from mqe.envs import utils as mqe_utils
+    except ImportError as exc:
+        raise MissingDependency("%s (%s)" % (MAPUSH_HINT, exc))
+    return mqe_utils
+
+
+def load_object_config(obj: str, root: Optional[Path] = None) -> type:
+    """``Go1PushMidCfg`` of ``$MAPUSH_ROOT/task/<obj>/config.py``, loaded under a private
+    module name: nothing under MAPUSH_ROOT is written, so runs of different objects can
+    share one installation at the same time."""
+    path = object_config_path(obj, root)
+    if not path.is_file():
+        found = find_objects(root) or ["none found"]
+        raise UsageError("--object %s: no %s; objects found: %s"
+                         % (obj, path, ", ".join(found)))
+    name = "mapush_task_%s_config" % obj
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    cfg = getattr(module, "Go1PushMidCfg", None)
+    if cfg is None:
+        raise UsageError("--object %s: %s defines no Go1PushMidCfg" % (obj, path))
+    return cfg
+
+
+def build_args(spec: RunSpec, num_envs: Optional[int] = None) -> argparse.Namespace:
+    """Upstream's argument namespace (``openrl_ws/utils.py:get_args``), from the spec."""
+    from isaacgym import gymapi
+    from isaacgym.gymutil import parse_device_str
+
+    args = argparse.Namespace(
+        task=spec.task, algo=spec.algo, resume=False, run_name=None, load_run=None,
+        checkpoint=None, headless=True, horovod=False, rl_device=spec.rl_device,
+        num_envs=num_envs if num_envs is not None else spec.num_envs,
+        max_iterations=None, train_timesteps=spec.steps, use_wandb=spec.use_wandb,
+        use_tensorboard=True, exp_name=spec.object, record_video=spec.record_video,
+        hie=False, sim_device=spec.sim_device, pipeline="gpu", graphics_device_id=0,
+        flex=False, physx=True, num_threads=0, subscenes=0, slices=0, actor_lr=3e-4,
+        test_mode=None, seed=spec.seed, experiment_name=None,
+    )
+    args.sim_device_type, args.compute_device_id = parse_device_str(args.sim_device)
+    args.use_gpu_pipeline = args.sim_device_type == "cuda"
+    if not args.use_gpu_pipeline:
+        args.pipeline = "cpu"
+    args.physics_engine = gymapi.SIM_PHYSX
+    args.use_gpu = args.sim_device_type == "cuda"
+    args.sim_device_id = args.compute_device_id
+    if args.graphics_device_id != args.compute_device_id and args.use_gpu:
+        args.graphics_device_id = args.compute_device_id
+    return args
+
+
+def object_custom_cfg(spec: RunSpec, obj_cfg: type, args: argparse.Namespace,
+                      contact_pairs: Optional[int] = None) -> Callable[[type], type]:
+    """The ``custom_cfg`` that ``make_mqe_env`` applies: our object's config in place of the
+    installed one, with the run's env count, video flag and PhysX contact buffer."""
+
+    def apply(_installed_cfg: type) -> type:
+        obj_cfg.env.num_envs = args.num_envs
+        obj_cfg.env.record_video = args.record_video
+        if contact_pairs is not None:
+            obj_cfg.sim.physx.max_gpu_contact_pairs = int(contact_pairs)
+        return obj_cfg
+
+    return apply
+
+
+class _PhaseGym(object):
+    """Forwards to Isaac Gym's gym object and marks the phase of the calls that allocate
+    (create_sim, terrain, envs, prepare_sim), so a crash inside PhysX can be placed."""
+
+    _PHASE_OF = {
+        "create_sim": "create_sim",
+        "add_ground": "terrain", "add_heightfield": "terrain", "add_triangle_mesh": "terrain",
+        "create_env": "envs",
+        "prepare_sim": "prepare_sim",
+    }
+
+    def __init__(self, gym: Any) -> None:
+        object.__setattr__(self, "_gym", gym)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._gym, name)
+        phase = self._PHASE_OF.get(name)
+        if phase is None:
+            return attr
+
+        def marked(*a: Any, **kw: Any) -> Any:
+            phases.mark(phase)
+            return attr(*a, **kw)
+
+        return marked
+
+
+def _install_phase_gym() -> None:
+    from isaacgym import gymapi
+
+    if getattr(gymapi.acquire_gym, "_mapush_phase", False):
+        return
+    original = gymapi.acquire_gym
+
+    def acquire_gym(*a: Any, **kw: Any) -> Any:
+        return _PhaseGym(original(*a, **kw))
+
+    acquire_gym._mapush_phase = True  # type: ignore[attr-defined]
+    gymapi.acquire_gym = acquire_gym
+
+
+def make_env(spec: RunSpec, num_envs: Optional[int] = None,
+             contact_pairs: Optional[int] = None) -> Tuple[Any, Any]:
+    """Create the MQE env of the spec: ``(env, env_cfg)`` as ``make_mqe_env`` returns them."""
+    import_isaacgym()
+    _install_phase_gym()
+    mqe_utils = _import_mqe_utils()
+    obj_cfg = load_object_config(spec.object)
+    args = build_args(spec, num_envs)
+    return mqe_utils.make_mqe_env(spec.task, args,
+                                  custom_cfg=object_custom_cfg(spec, obj_cfg, args, contact_pairs))

@@ -1,0 +1,64 @@
+"""The run spec: every option of ``mapush train`` validated into one immutable record.
+
+The CLI builds it, the parent writes it to ``config.json``, the child reads it back; nothing
+downstream re-parses options.
+"""
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+ALGOS = ("ppo", "happo", "mappo", "hatrpo")
+HARL_ALGOS = ("happo", "mappo", "hatrpo")
+TASKS = ("go1push_mid",)
+DEFAULT_STEPS = 100_000_000
+DEFAULT_CHECKPOINT_INTERVAL = 10_000_000
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    algo: str
+    task: str
+    object: str
+    num_envs: int
+    steps: int
+    seed: int
+    run_dir: str
+    sim_device: str = "cuda:0"
+    rl_device: str = "cuda:0"
+    resume: Optional[str] = None
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+    record_video: bool = False
+    config: Optional[str] = None
+    use_wandb: bool = False
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trainer(self) -> str:
+        """``openrl`` for PPO (MAPush's own recipe), ``harl`` for the HARL algorithms."""
+        return "openrl" if self.algo == "ppo" else "harl"
+
+    @property
+    def path(self) -> Path:
+        return Path(self.run_dir)
+
+    def with_changes(self, **changes: Any) -> "RunSpec":
+        return replace(self, **changes)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "RunSpec":
+        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:
+    """``runs/<task>/<object>/<algo>/seed<seed>-<YYYYmmdd-HHMMSS>`` (CLI.md)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return str(Path("runs") / task / obj / algo / ("seed%d-%s" % (seed, stamp)))

@@ -1,0 +1,49 @@
+"""Shared fixtures: the MQE test double and patched copies of the real upstream code.
+
+Nothing here is shipped. The product sees the double only because these fixtures put
+``tests/doubles`` on ``PYTHONPATH`` and point ``MAPUSH_ROOT`` at ``tests/doubles/mapush_root``.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DOUBLES = REPO / "tests" / "doubles"
+DOUBLE_ROOT = DOUBLES / "mapush_root"
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory):
+    """Real upstream packages patched by ``patches/apply``: ``{"site": dir holding the
+    patched ``openrl/`` and ``harl/``, "records": dir of patch records}`` (see tests/upstream.py)."""
+    from tests.upstream import build_patched_site
+
+    return build_patched_site(tmp_path_factory.mktemp("upstream"))
+
+
+def double_env(upstream=None, **extra):
+    """Environment for a subprocess that runs the product over the MQE double."""
+    paths = [str(DOUBLES), str(REPO)]
+    if upstream is not None:
+        paths.insert(0, str(upstream["site"]))
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": os.pathsep.join(paths),
+        "MAPUSH_ROOT": str(DOUBLE_ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    })
+    if upstream is not None:
+        env["MAPUSH_PATCH_RECORDS"] = str(upstream["records"])
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_mapush(args, env, cwd=None, timeout=600):
+    """``python -m mapush ARGS`` in a subprocess; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "mapush"] + [str(a) for a in args], env=env,
+                          cwd=str(cwd) if cwd else None, capture_output=True, text=True,
+                          timeout=timeout)

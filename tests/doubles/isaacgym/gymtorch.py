@@ -1,0 +1,1 @@
+"""Stand-in for ``isaacgym.gymtorch`` (the real one compiles a torch extension)."""

@@ -1,0 +1,1 @@
+"""Double of MAPush's ``mqe`` package (tests only)."""

@@ -1,0 +1,255 @@
+"""Double of ``mqe.envs.utils``: ``make_mqe_env``, ``custom_cfg``, ``ENV_DICT``.
+
+The ``go1push_mid`` double follows the interface of shared/UPSTREAM.md: obs
+``(num_envs, num_agents, 2 + 3 * num_agents)``, actions ``(num_envs, num_agents, 3)`` on
+``env.device``, reward ``(num_envs, num_agents)``, termination ``(num_envs,)`` bool, the
+episode buffers and ``reward_buffer``. Episodes are deterministic:
+
+- env ``i`` succeeds (``finished_buf``) after ``MQE_DOUBLE_SUCCESS_STEP`` steps (default 5) if
+  it is listed in ``MQE_DOUBLE_SUCCESS_ENVS`` (comma list, ``all``, or ``none``; default:
+  even envs); the others time out after ``max_episode_length`` steps;
+- envs in ``MQE_DOUBLE_COLLIDE_ENVS`` / ``MQE_DOUBLE_COLLAB_ENVS`` (same syntax, default
+  none) count every step of their first episode in ``collision_degree_buf`` /
+  ``collaboration_degree_buf``, as MQE does.
+
+Other knobs (environment variables, so they reach the training child process):
+``MQE_DOUBLE_CRASH_PHASE`` (create_sim, terrain, envs, prepare_sim, first_step, training)
+kills the process with SIGSEGV there (``training`` at step ``MQE_DOUBLE_CRASH_STEP``, default
+50); ``MQE_DOUBLE_DEVICE_ASSERT=STEP`` raises CUDA's device-side assert message at that step;
+``MQE_DOUBLE_LEAK_MB`` keeps that many MB per 100 steps alive on the env's device;
+``MQE_DOUBLE_STEP_SLEEP`` sleeps that many seconds per step; ``MQE_DOUBLE_RECORD_ACTIONS=FILE``
+saves the first actions received (``.npy``); ``MQE_DOUBLE_LOG=FILE`` appends one JSON line
+per env created (object, num_envs, device, contact pairs); ``MQE_DOUBLE_FORBID_CUDA=1``
+makes any ``.cuda()`` call or CUDA tensor raise.
+"""
+import json
+import os
+import signal
+import time
+
+import numpy as np
+
+from isaacgym import gymapi
+
+import gym
+import torch
+from gym import spaces
+
+
+def _env_list(name, n, default):
+    raw = os.environ.get(name, default)
+    if raw == "all":
+        return torch.ones(n, dtype=torch.bool)
+    mask = torch.zeros(n, dtype=torch.bool)
+    if raw in ("", "none"):
+        return mask
+    if raw == "even":
+        mask[0::2] = True
+        return mask
+    for part in raw.split(","):
+        if int(part) < n:
+            mask[int(part)] = True
+    return mask
+
+
+def _forbid_cuda():
+    def refuse(*_a, **_k):
+        raise AssertionError("MQE double: CUDA was touched with MQE_DOUBLE_FORBID_CUDA=1")
+
+    torch.Tensor.cuda = refuse
+    torch.cuda.current_device = refuse
+    torch.cuda.synchronize = refuse
+    torch.cuda.set_device = refuse
+
+
+class Go1PushMidDoubleCfg(object):
+    """Installed default config (``mqe/envs/configs/go1_push_mid_config.py`` upstream)."""
+
+    class env(object):
+        env_name = "installed-default"
+        num_envs = 10
+        num_agents = 2
+        episode_length_s = 2.0
+        record_video = False
+
+    class sim(object):
+        dt = 0.05
+
+        class physx(object):
+            max_gpu_contact_pairs = 2 ** 23
+
+    class control(object):
+        decimation = 2
+
+    class goal(object):
+        general_dist = False
+
+
+class Go1PushMidDouble(object):
+    """The env as the MQE wrapper exposes it."""
+
+    def __init__(self, cfg, sim_params, physics_engine, sim_device, headless):
+        if os.environ.get("MQE_DOUBLE_FORBID_CUDA") == "1":
+            _forbid_cuda()
+        self.cfg = cfg
+        self.num_envs = int(cfg.env.num_envs)
+        self.num_agents = int(cfg.env.num_agents)
+        use_gpu = sim_device.startswith("cuda") and sim_params.use_gpu_pipeline
+        self.device = sim_device if use_gpu else "cpu"
+        multiplier = float(os.environ.get("MAPUSH_CONTACT_PAIRS_MULTIPLIER", "1"))
+        self.contact_pairs = int(cfg.sim.physx.max_gpu_contact_pairs * multiplier)
+
+        self.gym = gymapi.acquire_gym()
+        self.sim = self.gym.create_sim(0, 0, physics_engine, sim_params)
+        self.gym.add_triangle_mesh(self.sim, None, None, None)
+        for _ in range(self.num_envs):
+            self.gym.create_env(self.sim, None, None, 1)
+        self.gym.prepare_sim(self.sim)
+
+        self.dt = float(cfg.control.decimation * cfg.sim.dt)
+        self.max_episode_length = int(np.ceil(cfg.env.episode_length_s / self.dt))
+        obs_dim = (3 if getattr(cfg.goal, "general_dist", False) else 2) + 3 * self.num_agents
+        self.observation_space = spaces.Box(low=-float("inf"), high=float("inf"),
+                                            shape=(obs_dim,), dtype=float)
+        self.action_space = spaces.Box(low=-1, high=1, shape=(3,), dtype=float)
+
+        n, dev = self.num_envs, self.device
+        self.success_envs = _env_list("MQE_DOUBLE_SUCCESS_ENVS", n, "even").to(dev)
+        self.collide_envs = _env_list("MQE_DOUBLE_COLLIDE_ENVS", n, "none").to(dev)
+        self.collab_envs = _env_list("MQE_DOUBLE_COLLAB_ENVS", n, "none").to(dev)
+        self.success_step = int(os.environ.get("MQE_DOUBLE_SUCCESS_STEP", "5"))
+        self.finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.reset_buf = torch.ones(n, dtype=torch.long, device=dev)
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.collision_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
+        self.collaboration_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
+        self.init_reset_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.init_finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.init_episode_length_buf = torch.full((n,), self.max_episode_length,
+                                                  dtype=torch.long, device=dev)
+        self.reward_buffer = {"distance_to_target_reward": 0, "approach_to_box_reward": 0,
+                              "collision_punishment": 0, "step_count": 0}
+        self._state = torch.zeros(n, self.num_agents, obs_dim, device=dev)
+        self._steps = 0
+        self._leak = []
+        log = os.environ.get("MQE_DOUBLE_LOG")
+        if log:
+            with open(log, "a") as fh:
+                fh.write(json.dumps({"object": cfg.env.env_name, "num_envs": n,
+                                     "device": str(dev), "contact_pairs": self.contact_pairs,
+                                     "pid": os.getpid()}) + "\n")
+
+    def reset(self):
+        self._state.zero_()
+        self.episode_length_buf.zero_()
+        return self._state.clone()
+
+    def step(self, actions):
+        self._steps += 1
+        if self._steps == 1:
+            if os.environ.get("MQE_DOUBLE_CRASH_PHASE") == "first_step":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            record = os.environ.get("MQE_DOUBLE_RECORD_ACTIONS")
+            if record:
+                np.save(record, actions.detach().cpu().numpy())
+        if (os.environ.get("MQE_DOUBLE_CRASH_PHASE") == "training"
+                and self._steps == int(os.environ.get("MQE_DOUBLE_CRASH_STEP", "50"))):
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if self._steps == int(os.environ.get("MQE_DOUBLE_DEVICE_ASSERT", "0")):
+            raise RuntimeError("CUDA error: device-side assert triggered\nCUDA kernel errors "
+                               "might be asynchronously reported at some other API call")
+        leak = float(os.environ.get("MQE_DOUBLE_LEAK_MB", "0"))
+        if leak and self._steps % 100 == 0:
+            self._leak.append(torch.zeros(int(leak * 2 ** 18), device=self.device))
+        sleep = float(os.environ.get("MQE_DOUBLE_STEP_SLEEP", "0"))
+        if sleep:
+            time.sleep(sleep)
+
+        expected = (self.num_envs, self.num_agents, self.action_space.shape[0])
+        if tuple(actions.shape) != expected:
+            raise RuntimeError("MQE double: actions of shape %s, expected %s"
+                               % (tuple(actions.shape), expected))
+        if str(actions.device) != str(torch.device(self.device)):
+            raise RuntimeError("MQE double: actions on %s, env on %s"
+                               % (actions.device, self.device))
+        actions = torch.clip(actions, -1.0, 1.0)
+        self.episode_length_buf += 1
+        first = ~self.init_reset_buf
+        self.collision_degree_buf += (self.collide_envs & first).float()
+        self.collaboration_degree_buf += (self.collab_envs & first).float()
+        self.finished_buf = self.success_envs & (self.episode_length_buf >= self.success_step)
+        timeout = self.episode_length_buf >= self.max_episode_length
+        termination = self.finished_buf | timeout
+
+        reward = -(actions - 0.5).pow(2).sum(dim=2)
+        reward = reward + 10.0 * self.finished_buf.float().unsqueeze(1)
+        self.reward_buffer["distance_to_target_reward"] += float(reward.sum())
+        self.reward_buffer["approach_to_box_reward"] += float(-actions.abs().sum())
+        self.reward_buffer["step_count"] += 1
+
+        self.init_finished_buf |= first & self.finished_buf
+        newly = first & self.finished_buf
+        self.init_episode_length_buf[newly] = self.episode_length_buf[newly]
+        self.init_reset_buf |= termination
+        self.reset_buf = termination.long()
+        self._state = torch.roll(self._state, 1, dims=2)
+        self._state[:, :, 0] = actions[:, :, 0]
+        self._state[:, :, 1] = self.episode_length_buf.float().unsqueeze(1) / self.max_episode_length
+        self.episode_length_buf[termination] = 0
+        return self._state.clone(), reward, termination, {}
+
+
+class Go1PushMidDoubleWrapper(gym.Wrapper):
+    """Like upstream's wrapper: a ``gym.Wrapper`` that forwards attributes to the env."""
+
+    def __init__(self, env):
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+
+    def __getattr__(self, name):
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def reset(self):
+        return self.env.reset()
+
+    def step(self, actions):
+        return self.env.step(actions)
+
+
+ENV_DICT = {
+    "go1push_mid": {
+        "class": Go1PushMidDouble,
+        "config": Go1PushMidDoubleCfg,
+        "wrapper": Go1PushMidDoubleWrapper,
+    },
+}
+
+
+class _SimParams(object):
+    def __init__(self, use_gpu_pipeline):
+        self.use_gpu_pipeline = use_gpu_pipeline
+
+
+def make_mqe_env(env_name, args=None, custom_cfg=None):
+    env_dict = ENV_DICT[env_name]
+    if callable(custom_cfg):
+        env_dict["config"] = custom_cfg(env_dict["config"])
+    cfg = env_dict["config"]
+    if getattr(args, "num_envs", None) is not None:
+        cfg.env.num_envs = args.num_envs
+    env = env_dict["class"](cfg, _SimParams(args.use_gpu_pipeline), args.physics_engine,
+                            args.sim_device, args.headless)
+    return env_dict["wrapper"](env), cfg
+
+
+def custom_cfg(args):
+    def fn(cfg):
+        if getattr(args, "num_envs", None) is not None:
+            cfg.env.num_envs = args.num_envs
+        cfg.env.record_video = args.record_video
+        return cfg
+
+    return fn
