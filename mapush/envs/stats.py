@@ -119,3 +119,26 @@ class EpisodeStats:
         return {name: int(getattr(self, name).numel()) for name in
                 ("success", "finished_time", "collision", "collaboration", "filled",
                  "ep_len", "ep_collision", "ep_collaboration")}
+
+
+def drain_reward_terms(env: Any) -> Dict[str, float]:
+    """Mean per-env, per-step value of each term of ``env.reward_buffer`` since the last call,
+    plus ``average_step_reward`` (sum of the reward and punishment terms), as MAPush's
+    OpenRL wrapper reports them; then zero the buffer as upstream's caller does."""
+    buffer = env.reward_buffer
+    steps = float(buffer.get("step_count", 0) or 0)
+    terms = {}  # type: Dict[str, float]
+    if steps <= 0:
+        return terms
+    total = 0.0
+    for key, value in list(buffer.items()):
+        if key == "step_count":
+            continue
+        mean = float(value) / (env.num_envs * steps)
+        terms[key] = mean
+        if "reward" in key or "punishment" in key:
+            total += mean
+        buffer[key] = 0
+    buffer["step_count"] = 0
+    terms["average_step_reward"] = total
+    return terms
