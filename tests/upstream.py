@@ -1,0 +1,106 @@
+"""Real upstream OpenRL and HARL code, patched by ``patches/apply``, in a throwaway folder.
+
+Tests and the trainer helpers run the real upstream code, not a mock, so that a patch
+that stops applying or a behaviour that the patches break shows up here. The venv's own
+openrl stays pristine (tests copy it); HARL's upstream files come from the harl-aht wheel
+(see shared/UPSTREAM.md), verified against the pinned hashes before they are patched.
+"""
+import hashlib
+import importlib.util
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Dict
+
+REPO = Path(__file__).resolve().parent.parent
+APPLY = REPO / "patches" / "apply"
+ENV = REPO / "env"
+WHEELS = REPO / ".venv" / "wheels"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pins() -> Dict[str, str]:
+    values = {}
+    for line in (ENV / "pins.env").read_text().splitlines():
+        if line.strip() and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def pinned_hashes(component: str) -> Dict[str, str]:
+    """``{path relative to the component DIR: sha256}`` from env/upstream.sha256."""
+    result = {}
+    for line in (ENV / "upstream.sha256").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, name = line.split(None, 1)
+            owner, rel = name.strip().split("/", 1)
+            if owner == component:
+                result[rel] = digest
+    return result
+
+
+def pristine_openrl_dir() -> Path:
+    """The venv's openrl package folder, found without importing it (the import is broken)."""
+    spec = importlib.util.find_spec("openrl")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("openrl is not installed in this interpreter; run `make venv`")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def harl_wheel() -> Path:
+    """The harl-aht wheel `make venv` downloaded, checked against its pinned sha256."""
+    values = pins()
+    wheel = WHEELS / ("harl_aht-%s-py3-none-any.whl" % values["HARL_AHT_VERSION"])
+    if not wheel.is_file():
+        raise RuntimeError("%s is missing; run `make venv` (it downloads env/harl-carrier.txt)"
+                           % wheel)
+    if sha256(wheel) != values["HARL_AHT_WHEEL_SHA256"]:
+        raise RuntimeError("%s: sha256 %s, pinned %s" % (wheel, sha256(wheel),
+                                                         values["HARL_AHT_WHEEL_SHA256"]))
+    return wheel
+
+
+def copy_openrl(site: Path) -> Path:
+    dest = site / "openrl"
+    shutil.copytree(str(pristine_openrl_dir()), str(dest),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def extract_harl(site: Path) -> Path:
+    """Extract only ``harl/`` from the carrier wheel and verify the pinned upstream files."""
+    with zipfile.ZipFile(str(harl_wheel())) as archive:
+        members = [name for name in archive.namelist() if name.startswith("harl/")]
+        archive.extractall(str(site), members)
+    for rel, digest in pinned_hashes("harl").items():
+        actual = sha256(site / rel)
+        if actual != digest:
+            raise RuntimeError("harl-aht's %s is not HARL at the pin: sha256 %s, pinned %s"
+                               % (rel, actual, digest))
+    return site / "harl"
+
+
+def apply(component: str, target: Path, records: Path) -> str:
+    """Run the real ``patches/apply`` executable; returns its output, raises on failure."""
+    proc = subprocess.run([str(APPLY), component, str(target), "--record-dir", str(records)],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError("patches/apply %s failed (%d): %s%s"
+                           % (component, proc.returncode, proc.stdout, proc.stderr))
+    return proc.stdout
+
+
+def build_patched_site(tmp: Path) -> Dict[str, Path]:
+    """``<tmp>/site`` with patched ``openrl/`` and ``harl/``; records in ``<tmp>/records``."""
+    site, records = Path(tmp) / "site", Path(tmp) / "records"
+    site.mkdir(parents=True)
+    copy_openrl(site)
+    extract_harl(site)
+    apply("openrl", site, records)
+    apply("harl", site, records)
+    return {"site": site, "records": records}
