@@ -1,18 +1,394 @@
-"""``mapush doctor`` and the preflight of ``mapush train``. (Minimal: extended by the
-diagnostics work.)"""
-import importlib.util
-from typing import Any
+"""``mapush doctor`` and the preflight of ``mapush train``: check the machine before a run.
 
+Each check says ok / warn / fail / skip, and for a problem the fix. The seeds lost days to
+failures that were knowable before the simulation started (no GPU in the container, torch
+without kernels for the GPU, PhysX buffers larger than the GPU's memory); ``mapush train``
+runs the same checks first and stops on a failure instead of segfaulting minutes later.
+
+This process never imports Isaac Gym (the training child does): Isaac Gym is probed in a
+subprocess, and GPU facts come from nvidia-smi and a torch subprocess (``gpu.gather``).
+"""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from mapush.diagnostics import gpu as gpu_facts
+from mapush.diagnostics import physx_budget
+from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.errors import MapushError
+from mapush.objects import find_objects, mapush_root
 from mapush.spec import RunSpec
 
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+PATCH_COMPONENTS = ("openrl", "harl", "mapush")
 
-def preflight(spec: RunSpec) -> None:
+# CUDA 11.x minor-version compatibility: any CUDA 11.x application runs on a Linux driver
+# >= 450.80.02 (452.39 on Windows), with a limited feature set (no PTX JIT of newer PTX).
+# CUDA 11.6 itself ships with >= 510.39.01 (11.6 GA), which has the full feature set.
+# Sources: https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
+# and the CUDA 11.6 release notes, table "CUDA Toolkit and Corresponding Driver Versions".
+MIN_DRIVER = (450, 80, 2)
+TOOLKIT_DRIVER = (510, 39, 1)
+
+GPU_IN_CONTAINER_FIX = (
+    "give the container the GPU: 'docker run --gpus all ...', or in compose "
+    "'deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: "
+    "[gpu]}]' (make train does this); on the host install the NVIDIA Container Toolkit and "
+    "run 'sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker'; "
+    "check with 'docker run --rm --gpus all <image> nvidia-smi'")
+ARCH_FIX = (
+    "torch %(torch)s has no kernels for this GPU. Supported way out: rebuild the image with a "
+    "torch built for %(sm)s: for Hopper (sm_90, H100/H200) set TORCH_VERSION=2.0.1+cu118, "
+    "TORCHVISION_VERSION=0.15.2+cu118, TORCH_INDEX_URL=https://download.pytorch.org/whl/cu118 "
+    "(and a CUDA 11.8 base image) in env/pins.env and 'make build' (official Python 3.8 wheels "
+    "end at torch 2.4.1; Blackwell sm_100/sm_120 has none); note NVIDIA does not validate Isaac "
+    "Gym Preview 4 on Hopper (segfaults after '+++ Using GPU PhysX' are reported). Or run on "
+    "a GPU up to sm_89 (Ampere/Ada), which the cu116 build supports")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    message: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = "%-6s %-12s %s" % ("[%s]" % self.status, self.name, self.message)
+        if self.fix and self.status in (WARN, FAIL):
+            text += " -- fix: " + self.fix
+        return text
+
+
+@dataclass
+class Options:
+    num_envs: int = 200
+    sim_device: str = "cuda:0"
+    rl_device: str = "cuda:0"
+    object: Optional[str] = None
+
+    @property
+    def uses_gpu(self) -> bool:
+        return device_index(self.sim_device) is not None or device_index(self.rl_device) is not None
+
+
+def parse_version(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    try:
+        return tuple(int(p) for p in str(text).strip().split("."))
+    except ValueError:
+        return None
+
+
+def _fmt(version: Tuple[int, ...]) -> str:
+    return ".".join("%02d" % p if i else str(p) for i, p in enumerate(version))
+
+
+# --- GPU checks -----------------------------------------------------------------------
+
+def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
+    if not facts.visible:
+        return Check("gpu", FAIL, "no GPU visible (%s)" % (facts.error or "no CUDA device"),
+                     GPU_IN_CONTAINER_FIX)
+    wanted = sorted({i for i in (device_index(opts.sim_device), device_index(opts.rl_device))
+                     if i is not None})
+    missing = [i for i in wanted if facts.device(i) is None]
+    names = ", ".join("cuda:%d %s (%s)" % (d.index, d.name, d.sm or "sm unknown")
+                      for d in facts.devices)
+    if missing:
+        return Check("gpu", FAIL, "cuda:%d requested but only %d GPU(s) visible: %s"
+                     % (missing[0], len(facts.devices), names),
+                     "use --sim-device/--rl-device cuda:0..cuda:%d, or make the GPU visible to "
+                     "the container (--gpus '\"device=N\"', CUDA_VISIBLE_DEVICES)"
+                     % (len(facts.devices) - 1))
+    return Check("gpu", OK, "%d GPU(s): %s" % (len(facts.devices), names))
+
+
+def check_driver(opts: Options, facts: GpuFacts) -> Check:
+    version = parse_version(facts.driver_version)
+    if version is None:
+        return Check("driver", WARN, "NVIDIA driver version unknown (%s)"
+                     % (facts.driver_version or "nvidia-smi unavailable"),
+                     "run nvidia-smi on the host; CUDA 11.6 needs a driver >= %s" % _fmt(MIN_DRIVER))
+    if version < MIN_DRIVER:
+        return Check("driver", FAIL, "driver %s is older than %s, the minimum for CUDA 11.x "
+                     "(the image's torch is a CUDA 11.6 build)" % (facts.driver_version,
+                                                                  _fmt(MIN_DRIVER)),
+                     "install an NVIDIA driver >= %s on the host (>= %s recommended)"
+                     % (_fmt(MIN_DRIVER), _fmt(TOOLKIT_DRIVER)))
+    if version < TOOLKIT_DRIVER:
+        return Check("driver", WARN, "driver %s runs CUDA 11.6 only through minor-version "
+                     "compatibility (no PTX JIT)" % facts.driver_version,
+                     "a driver >= %s gives CUDA 11.6 its full feature set" % _fmt(TOOLKIT_DRIVER))
+    return Check("driver", OK, "driver %s (CUDA 11.6 needs >= %s)"
+                 % (facts.driver_version, _fmt(MIN_DRIVER)))
+
+
+def check_arch(opts: Options, facts: GpuFacts) -> Check:
+    if not facts.arch_list:
+        if facts.torch_version and not facts.torch_cuda:
+            return Check("gpu_arch", FAIL, "torch %s is a CPU-only build" % facts.torch_version,
+                         "install the pinned torch (TORCH_VERSION in env/pins.env) from "
+                         "TORCH_INDEX_URL, not PyPI; 'make build' does")
+        return Check("gpu_arch", WARN, "torch's CUDA architectures unknown (%s)"
+                     % (facts.error or "torch not probed"), "check 'python -c \"import torch; "
+                     "print(torch.cuda.get_arch_list())\"'")
+    problems, notes = [], []
+    wanted = {i for i in (device_index(opts.sim_device), device_index(opts.rl_device))
+              if i is not None}
+    for dev in facts.devices:
+        if dev.index not in wanted or dev.capability is None:
+            continue
+        kind, closest = gpu_facts.arch_support(dev.capability, facts.arch_list)
+        if kind == "none":
+            problems.append((dev, "cuda:%d %s is %s, not among torch %s's architectures (%s)"
+                             % (dev.index, dev.name, dev.sm, facts.torch_version,
+                                " ".join(facts.arch_list))))
+        elif kind == "ptx":
+            notes.append("cuda:%d %s (%s) runs torch through PTX JIT of %s (slow first start)"
+                         % (dev.index, dev.name, dev.sm, closest))
+        else:
+            notes.append("cuda:%d %s runs %s kernels" % (dev.index, dev.sm, closest))
+    if problems:
+        dev, message = problems[0]
+        return Check("gpu_arch", FAIL, message + ": expect 'no kernel image is available'",
+                     ARCH_FIX % {"torch": facts.torch_version, "sm": dev.sm})
+    if any("PTX" in n for n in notes):
+        return Check("gpu_arch", WARN, "; ".join(notes),
+                     "a torch build with native kernels for this GPU avoids the JIT")
+    return Check("gpu_arch", OK, "; ".join(notes) or "no GPU in use")
+
+
+def check_devices(opts: Options, facts: Optional[GpuFacts]) -> Check:
+    sim, rl = device_index(opts.sim_device), device_index(opts.rl_device)
+    if sim is not None and rl is not None and sim != rl:
+        return Check("devices", WARN, "sim_device %s and rl_device %s are different GPUs: every "
+                     "step copies observations and actions between them (seed 003's "
+                     "device-side asserts came from such a split)" % (opts.sim_device,
+                                                                      opts.rl_device),
+                     "use the same GPU for both (--sim-device cuda:N --rl-device cuda:N) unless "
+                     "the policy does not fit beside the simulation")
+    if sim is None and rl is not None:
+        return Check("devices", WARN, "simulation on the CPU, policy on %s: PhysX on the CPU is "
+                     "much slower than the GPU pipeline" % opts.rl_device,
+                     "use --sim-device %s for the GPU pipeline" % opts.rl_device)
+    return Check("devices", OK, "sim_device %s, rl_device %s" % (opts.sim_device, opts.rl_device))
+
+
+def check_memory(opts: Options, facts: GpuFacts) -> Check:
+    index = device_index(opts.sim_device)
+    if index is None:
+        return Check("gpu_memory", SKIP, "simulation on the CPU")
+    dev = facts.device(index)
+    if dev is None or dev.free_mb is None:
+        return Check("gpu_memory", WARN, "free memory of %s unknown" % opts.sim_device,
+                     "check nvidia-smi before starting %d envs" % opts.num_envs)
+    free_bytes = int(dev.free_mb * physx_budget.MB)
+    try:
+        budget = physx_budget.plan(opts.num_envs, free_bytes)
+    except MapushError as exc:
+        return Check("gpu_memory", FAIL, str(exc), "fix or unset %s" % physx_budget.MULTIPLIER_ENV)
+    need = physx_budget.run_memory_mb(opts.num_envs, budget)
+    summary = ("%d envs need ~%.0f MiB on %s (contact buffer: %s), %.0f MiB free"
+               % (opts.num_envs, need, opts.sim_device, budget.describe(), dev.free_mb))
+    fewer = "lower --num-envs (try %d)" % max(1, int(opts.num_envs * dev.free_mb / need / 2))
+    if not budget.fits or need > dev.free_mb:
+        fix = fewer + ", free the GPU (nvidia-smi lists its processes)"
+        if budget.source == "override":
+            fix += ", or unset %s (or lower it) to let mapush size the PhysX contact buffer" \
+                   % physx_budget.MULTIPLIER_ENV
+        return Check("gpu_memory", FAIL, summary + ": not enough GPU memory; PhysX would run "
+                     "out of memory (seen as a bare segfault, seed 000)", fix)
+    if need > 0.9 * dev.free_mb:
+        return Check("gpu_memory", WARN, summary + ": little headroom", fewer)
+    return Check("gpu_memory", OK, summary)
+
+
+# --- software checks ------------------------------------------------------------------
+
+_ISAACGYM_PROBE = ("import isaacgym, os, sys; from isaacgym import gymapi; "
+                   "print(os.path.dirname(os.path.abspath(isaacgym.__file__)))")
+
+
+def probe_isaacgym(timeout: float = 120.0) -> Tuple[Optional[str], str]:
+    """Import Isaac Gym in a fresh interpreter (torch not imported first): (package dir, error)."""
     if importlib.util.find_spec("isaacgym") is None:
-        from mapush.sim import ISAACGYM_HINT
+        return None, "no module named isaacgym"
+    try:
+        proc = subprocess.run([sys.executable, "-c", _ISAACGYM_PROBE], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or ["exit status %d" % proc.returncode]
+        return None, lines[-1]
+    return proc.stdout.strip().splitlines()[-1], ""
 
-        raise MapushError(ISAACGYM_HINT)
+
+def check_isaacgym(_opts: Options, state: Dict[str, Any]) -> Check:
+    from mapush.sim import ISAACGYM_HINT
+
+    pkg, error = probe_isaacgym()
+    state["isaacgym_dir"] = pkg
+    if pkg is None:
+        return Check("isaacgym", FAIL, "Isaac Gym is not importable (%s)" % error,
+                     ISAACGYM_HINT.split(": ", 1)[-1])
+    return Check("isaacgym", OK, "Isaac Gym importable from %s" % pkg)
+
+
+def torch_extensions_roots() -> List[Path]:
+    """Where ``torch.utils.cpp_extension.load`` builds: $TORCH_EXTENSIONS_DIR, else
+    ``$XDG_CACHE_HOME/torch_extensions/py38_cu116`` (default cache ``~/.cache``)."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return [Path(env)]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [Path(cache) / "torch_extensions"]
+
+
+def find_gymtorch_build() -> Optional[Path]:
+    for root in torch_extensions_roots():
+        for pattern in ("gymtorch/gymtorch*.so", "*/gymtorch/gymtorch*.so"):
+            found = sorted(root.glob(pattern))
+            if found:
+                return found[0]
+    return None
+
+
+def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
+    pkg = state.get("isaacgym_dir")
+    if not pkg:
+        return Check("gymtorch", SKIP, "Isaac Gym not importable")
+    source = Path(pkg) / "_bindings" / "src" / "gymtorch"
+    if not source.is_dir():
+        return Check("gymtorch", OK, "this isaacgym has no gymtorch extension to build")
+    built = find_gymtorch_build()
+    if built is not None:
+        return Check("gymtorch", OK, "gymtorch built: %s" % built)
+    where = ", ".join(str(r) for r in torch_extensions_roots())
+    tools = [t for t in ("ninja", "g++") if shutil.which(t) is None]
+    fix = ("the image builds it once at build time ('make build'); outside the image set "
+           "TORCH_EXTENSIONS_DIR to a persistent folder so it is compiled only once")
+    if tools:
+        return Check("gymtorch", FAIL, "gymtorch is not built in %s and %s missing, so it cannot "
+                     "be compiled on first import" % (where, " and ".join(tools)), fix)
+    return Check("gymtorch", WARN, "gymtorch is not built in %s: the first import compiles it "
+                 "(about a minute)" % where, fix)
+
+
+def check_patches(_opts: Options, _state: Dict[str, Any]) -> Check:
+    from mapush.provenance import patch_record_dir, patch_records
+
+    records = {r.get("component"): r for r in patch_records()}
+    bad = []
+    for component in PATCH_COMPONENTS:
+        record = records.get(component)
+        if record is None:
+            bad.append("%s: no record" % component)
+        elif record.get("error") or record.get("status") not in ("applied", "already-applied") \
+                or not record.get("patches"):
+            bad.append("%s: %s" % (component, record.get("error") or "status %r"
+                                   % record.get("status")))
+    if bad:
+        return Check("patches", FAIL, "patches not recorded as applied in %s (%s)"
+                     % (patch_record_dir(), "; ".join(bad)),
+                     "use the image ('make build' applies them with patches/apply), or run "
+                     "'patches/apply COMPONENT DIR --record-dir DIR' and set MAPUSH_PATCH_RECORDS")
+    names = sum(len(records[c].get("patches", [])) for c in PATCH_COMPONENTS)
+    return Check("patches", OK, "%d patches recorded for %s" % (names, ", ".join(PATCH_COMPONENTS)))
+
+
+def check_mapush(opts: Options, _state: Dict[str, Any]) -> Check:
+    root = mapush_root()
+    fix = "set MAPUSH_ROOT to a MAPush checkout at the pinned commit (the image has /opt/mapush)"
+    has_mqe = (root / "mqe" / "__init__.py").is_file() or importlib.util.find_spec("mqe") is not None
+    if not has_mqe:
+        return Check("mapush", FAIL, "MAPush's mqe package not found in %s nor on the Python path"
+                     % root, fix)
+    objects = find_objects(root)
+    if not objects:
+        return Check("mapush", FAIL, "no task/<object>/config.py under %s" % root, fix)
+    if opts.object and opts.object not in objects:
+        return Check("mapush", FAIL, "object %s not in %s (found: %s)"
+                     % (opts.object, root / "task", ", ".join(objects)),
+                     "use --object %s" % " or ".join(objects))
+    return Check("mapush", OK, "MAPush at %s, objects: %s" % (root, ", ".join(objects)))
+
+
+# --- running them -----------------------------------------------------------------------
+
+def run_checks(opts: Options, facts: Optional[GpuFacts] = None,
+               gather: Callable[[], GpuFacts] = gpu_facts.gather) -> Tuple[List[Check], Optional[GpuFacts]]:
+    """All checks, in order. GPU facts are gathered (or taken from ``facts``) only when a
+    device is a GPU; CPU-only runs skip the GPU checks."""
+    checks = []  # type: List[Check]
+    if opts.uses_gpu:
+        if facts is None:
+            facts = gather()
+        gpu_check = check_gpu_visible(opts, facts)
+        checks.append(gpu_check)
+        if gpu_check.status == FAIL and not facts.visible:
+            checks += [Check(n, SKIP, "no GPU visible") for n in ("driver", "gpu_arch",
+                                                                  "gpu_memory")]
+        else:
+            checks += [check_driver(opts, facts), check_arch(opts, facts),
+                       check_memory(opts, facts)]
+    else:
+        checks += [Check(n, SKIP, "CPU-only run (--sim-device cpu --rl-device cpu)")
+                   for n in ("gpu", "driver", "gpu_arch", "gpu_memory")]
+    checks.append(check_devices(opts, facts))
+    state = {}  # type: Dict[str, Any]
+    for check in (check_isaacgym, check_gymtorch, check_patches, check_mapush):
+        checks.append(check(opts, state))
+    return checks, facts
+
+
+def failed(checks: List[Check]) -> List[Check]:
+    return [c for c in checks if c.status == FAIL]
+
+
+def report(checks: List[Check], facts: Optional[GpuFacts], opts: Options) -> Dict[str, Any]:
+    return {"ok": not failed(checks), "options": asdict(opts),
+            "checks": [asdict(c) for c in checks],
+            "gpu": facts.to_dict() if facts is not None else None}
+
+
+class PreflightError(MapushError):
+    exit_code = 3
+
+
+def preflight(spec: RunSpec) -> List[Check]:
+    """The doctor's checks for a run: warnings go to stderr, a failure raises
+    :class:`PreflightError` (after the failing checks are printed)."""
+    opts = Options(num_envs=spec.num_envs, sim_device=spec.sim_device, rl_device=spec.rl_device,
+                   object=spec.object)
+    checks, _facts = run_checks(opts)
+    for check in checks:
+        if check.status in (WARN, FAIL):
+            print("mapush: preflight " + check.line(), file=sys.stderr)
+    bad = failed(checks)
+    if bad:
+        raise PreflightError("preflight failed: %s (details above; 'mapush doctor --num-envs %d' "
+                             "rechecks; --no-preflight skips at your own risk)"
+                             % (", ".join(c.name for c in bad), spec.num_envs))
+    return checks
 
 
 def main(args: Any) -> int:
-    raise MapushError("doctor: not implemented yet")
+    opts = Options(num_envs=args.num_envs, sim_device=args.sim_device, rl_device=args.rl_device,
+                   object=getattr(args, "object", None))
+    checks, facts = run_checks(opts)
+    if getattr(args, "json", False):
+        print(json.dumps(report(checks, facts, opts), indent=2, sort_keys=True, default=str))
+    else:
+        for check in checks:
+            print(check.line())
+        bad = failed(checks)
+        print("doctor: %s" % ("all checks passed" if not bad else "%d check(s) failed: %s"
+                              % (len(bad), ", ".join(c.name for c in bad))))
+    return 1 if failed(checks) else 0

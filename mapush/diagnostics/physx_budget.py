@@ -1,0 +1,169 @@
+"""PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5.
+
+Upstream allocates ``2**23 * 5`` contact pairs whatever the number of envs; on an 8 GB GPU
+that out-of-memory inside PhysX shows up as a bare segfault (seed 000). Here the buffer is
+sized from what the envs can need, with a margin, within a share of the free GPU memory.
+
+The estimate (docs/lifecycle.md explains it at length):
+
+* Contacts an env can need: every collision shape of the env touching up to
+  ``PARTNERS_PER_SHAPE`` others (the terrain mesh and neighbours), with up to
+  ``POINTS_PER_PAIR`` contact points per pair (a PhysX contact manifold holds at most 4).
+  go1push_mid has 2 Go1 robots of 23 collision shapes each (MAPush's
+  ``resources/robots/go1/urdf/go1.urdf``, self-collisions enabled) and the box (1 shape);
+  the target area has no collision shape and the walls are part of the terrain mesh.
+  That is 47 * 3 * 4 = 564 contacts per env; with the x4 margin ~2250 per env, the same
+  order as legged_gym's note beside the 2**23 default ("2**24 needed for 8000 envs").
+* Memory per contact pair: PhysX documents its GPU contact buffers in
+  ``PxgDynamicsMemoryConfig`` (the struct Isaac Gym fills from ``max_gpu_contact_pairs``):
+  contact and patch streams, double-buffered in pinned host memory,
+  ``2 * sizeof(PxContact)`` (16 B) plus ``2 * sizeof(PxContactPatch)`` (64 B) = 160 B per
+  pair, plus the device-side copies and force buffers. We count 256 B per pair, all of it
+  against free GPU memory. Check against seed 000: upstream's 2**23 * 5 pairs cost 10 GiB
+  and cannot fit on an 8 GB card; 2**23 pairs cost 2 GiB and ran 200 envs there.
+  Sources: https://nvidia-omniverse.github.io/PhysX/physx/5.1.2/_build/physx/latest/struct_pxg_dynamics_memory_config.html
+  and Isaac Gym Preview 4 docs, ``PhysXParams.max_gpu_contact_pairs`` /
+  ``default_buffer_size_multiplier``.
+
+``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` overrides the budget: the config then keeps upstream's
+2**23 and the mapush patch in ``base_task.py`` multiplies it.
+"""
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Optional
+
+from mapush.errors import UsageError
+
+MULTIPLIER_ENV = "MAPUSH_CONTACT_PAIRS_MULTIPLIER"
+UPSTREAM_CONTACT_PAIRS = 2 ** 23  # legged_robot_config.py: sim.physx.max_gpu_contact_pairs
+UPSTREAM_MULTIPLIER = 5           # base_task.py multiplies it unconditionally
+BYTES_PER_CONTACT_PAIR = 256
+MIN_CONTACT_PAIRS = 2 ** 18       # 64 MiB: a floor so a tiny run never overflows
+SHAPES_PER_GO1 = 23
+PARTNERS_PER_SHAPE = 3
+POINTS_PER_PAIR = 4
+MARGIN = 4
+CONTACT_SHARE = 0.25              # share of free GPU memory the contact buffer may take
+# Memory of the rest of a run, for the doctor's "enough free memory" check: a CUDA context
+# for torch and one for PhysX, PhysX heaps (default_buffer_size_multiplier 5), gymtorch, the
+# walk-these-ways locomotion nets; and per env the PhysX state of 2 articulations + box and
+# MQE's tensors and rollout storage. Deliberately generous (seed 000: 200 envs ran in 8 GB).
+FIXED_RUN_MB = 1536
+PER_ENV_MB = 4.0
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TaskBodies:
+    """Collision shapes of one env of a task."""
+    robots: int = 2
+    shapes_per_robot: int = SHAPES_PER_GO1
+    object_shapes: int = 1
+
+    @property
+    def shapes(self) -> int:
+        return self.robots * self.shapes_per_robot + self.object_shapes
+
+
+GO1PUSH_MID = TaskBodies()
+
+
+def contacts_needed(num_envs: int, bodies: TaskBodies = GO1PUSH_MID) -> int:
+    """Contact pairs ``num_envs`` envs can need at once (no margin)."""
+    return int(num_envs) * bodies.shapes * PARTNERS_PER_SHAPE * POINTS_PER_PAIR
+
+
+def contact_bytes(pairs: int) -> int:
+    return int(pairs) * BYTES_PER_CONTACT_PAIR
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def override_multiplier() -> Optional[float]:
+    """``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` as a positive float, None when unset."""
+    raw = os.environ.get(MULTIPLIER_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError("%s=%r is not a positive number (unset it to let mapush size the "
+                         "PhysX contact buffer, or use e.g. 1)" % (MULTIPLIER_ENV, raw))
+    return value
+
+
+@dataclass
+class ContactBudget:
+    """The chosen ``max_gpu_contact_pairs`` and what it costs."""
+    num_envs: int
+    needed: int                  # contacts the envs can need, no margin
+    pairs: int                   # max_gpu_contact_pairs to use
+    bytes: int                   # GPU memory the buffer costs
+    free_bytes: Optional[int]    # free GPU memory it was sized against (None: unknown)
+    allowed_bytes: Optional[int]  # the share of it the buffer may take
+    fits: bool
+    source: str                  # "budget" or "override"
+    multiplier: Optional[float] = None
+
+    def describe(self) -> str:
+        mib = self.bytes / float(MB)
+        if self.source == "override":
+            return ("max_gpu_contact_pairs = 2**23 x %s = %d (%s set; %.0f MiB)"
+                    % (self.multiplier, self.pairs, MULTIPLIER_ENV, mib))
+        free = ("%.0f MiB free" % (self.free_bytes / float(MB))
+                if self.free_bytes is not None else "free memory unknown")
+        return ("max_gpu_contact_pairs = %d (2**%d) for %d envs needing ~%d: %.0f MiB of GPU "
+                "memory (%s%s)" % (self.pairs, self.pairs.bit_length() - 1, self.num_envs,
+                                   self.needed, mib, free, "" if self.fits else ", DOES NOT FIT"))
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def choose_contact_pairs(num_envs: int, free_bytes: Optional[int],
+                         bodies: TaskBodies = GO1PUSH_MID, margin: int = MARGIN,
+                         share: float = CONTACT_SHARE) -> ContactBudget:
+    """The budget for ``num_envs`` envs given ``free_bytes`` of free GPU memory.
+
+    A power of two: ``needed * margin`` rounded up (at least ``MIN_CONTACT_PAIRS``), halved
+    while it costs more than ``share`` of the free memory, but never below ``needed``. When
+    even that does not fit, ``fits`` is False and the caller stops with a diagnosis.
+    """
+    needed = contacts_needed(num_envs, bodies)
+    floor = next_pow2(needed)
+    pairs = max(next_pow2(needed * margin), MIN_CONTACT_PAIRS)
+    allowed = None if free_bytes is None else int(free_bytes * share)
+    if allowed is not None:
+        while pairs > floor and contact_bytes(pairs) > allowed:
+            pairs //= 2
+    fits = allowed is None or contact_bytes(pairs) <= allowed
+    return ContactBudget(num_envs=int(num_envs), needed=needed, pairs=pairs,
+                         bytes=contact_bytes(pairs), free_bytes=free_bytes,
+                         allowed_bytes=allowed, fits=fits, source="budget")
+
+
+def override_budget(num_envs: int, multiplier: float) -> ContactBudget:
+    """What ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` makes the patched base_task.py allocate."""
+    pairs = int(UPSTREAM_CONTACT_PAIRS * multiplier)
+    return ContactBudget(num_envs=int(num_envs), needed=contacts_needed(num_envs), pairs=pairs,
+                         bytes=contact_bytes(pairs), free_bytes=None, allowed_bytes=None,
+                         fits=True, source="override", multiplier=multiplier)
+
+
+def plan(num_envs: int, free_bytes: Optional[int]) -> ContactBudget:
+    """The override when set, else the budget."""
+    multiplier = override_multiplier()
+    if multiplier is not None:
+        budget = override_budget(num_envs, multiplier)
+        budget.free_bytes = free_bytes
+        return budget
+    return choose_contact_pairs(num_envs, free_bytes)
+
+
+def run_memory_mb(num_envs: int, budget: ContactBudget) -> float:
+    """Rough GPU memory a run of ``num_envs`` envs takes, contact buffer included (MiB)."""
+    return FIXED_RUN_MB + PER_ENV_MB * num_envs + budget.bytes / float(MB)
