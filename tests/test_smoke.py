@@ -1,0 +1,284 @@
+"""``mapush smoke``: the stage engine (with fake stages), its report and JUnit file, the
+TensorBoard reader and memory bound, and the real stages end to end over the MQE double."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mapush.smoke import MARKER, prepare_workdir, run_smoke
+from mapush.smoke.events import read_scalars
+from mapush.smoke.runner import (FAILED, PASSED, SKIPPED, Stage, StageContext, StageFailure,
+                                 group_members)
+from mapush.smoke.stages import HOST_GROWTH_BOUND, TIMEOUTS, memory_growth
+from tests.conftest import REPO, double_env, run_mapush
+
+PY = sys.executable
+
+
+def _ctx(tmp_path):
+    return StageContext(tmp_path, "cpu", "cpu")
+
+
+def _report(tmp_path):
+    path = tmp_path / "report.json"
+    return path, json.loads(path.read_text()) if path.exists() else None
+
+
+def _junit(report_path):
+    root = ET.parse(str(Path(report_path).parent / "junit.xml")).getroot()
+    return {case.get("name"): case for case in root.iter("testcase")}, root
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_all_stages_pass_gives_exit_0_and_a_complete_report(tmp_path):
+    calls = []
+
+    def ok(name):
+        def run(ctx):
+            calls.append(name)
+            return {"seen": list(ctx.results)}
+        return run
+
+    stages = [Stage("a", ok("a"), 5), Stage("b", ok("b"), 5, ("a",))]
+    code = run_smoke(tmp_path / "report.json", stages, _ctx(tmp_path))
+    _, report = _report(tmp_path)
+    assert code == 0
+    assert calls == ["a", "b"]
+    assert report["passed"] is True and report["complete"] is True
+    assert report["failed_stage"] is None
+    assert [s["status"] for s in report["stages"]] == [PASSED, PASSED]
+    assert report["stages"][1]["details"] == {"seen": ["a"]}
+    assert all(s["duration_s"] >= 0 and s["timeout_s"] == 5 for s in report["stages"])
+    cases, root = _junit(tmp_path / "report.json")
+    assert set(cases) == {"a", "b"}
+    assert not list(root.iter("failure")) and not list(root.iter("skipped"))
+
+
+def test_a_failing_stage_names_itself_and_its_dependents_are_skipped(tmp_path):
+    ran = []
+
+    def passing(ctx):
+        ran.append(ctx.stage)
+
+    def failing(ctx):
+        ran.append(ctx.stage)
+        raise StageFailure("the widget is broken", widget=3)
+
+    stages = [Stage("first", passing, 5), Stage("broken", failing, 5, ("first",)),
+              Stage("after", passing, 5, ("broken",)), Stage("independent", passing, 5, ("first",)),
+              Stage("transitive", passing, 5, ("after",))]
+    code = run_smoke(tmp_path / "report.json", stages, _ctx(tmp_path))
+    _, report = _report(tmp_path)
+    by_name = {s["name"]: s for s in report["stages"]}
+    assert code == 1
+    assert ran == ["first", "broken", "independent"]
+    assert report["passed"] is False and report["failed_stage"] == "broken"
+    assert by_name["broken"]["message"] == "the widget is broken"
+    assert by_name["broken"]["details"] == {"widget": 3}
+    assert by_name["after"]["status"] == SKIPPED and "broken" in by_name["after"]["message"]
+    assert by_name["transitive"]["status"] == SKIPPED and "after" in by_name["transitive"]["message"]
+    assert by_name["independent"]["status"] == PASSED
+    cases, root = _junit(tmp_path / "report.json")
+    assert cases["broken"].find("failure").get("message") == "the widget is broken"
+    assert cases["after"].find("skipped") is not None
+    suite = root.find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "1", "2")
+
+
+def test_a_bug_in_a_stage_is_that_stage_failing(tmp_path):
+    def buggy(_ctx):
+        return {}["missing"]
+
+    code = run_smoke(tmp_path / "report.json", [Stage("buggy", buggy, 5)], _ctx(tmp_path))
+    _, report = _report(tmp_path)
+    assert code == 1
+    assert report["stages"][0]["message"].startswith("KeyError")
+    assert "traceback" in report["stages"][0]["details"]
+
+
+def test_a_stage_past_its_limit_is_cut_and_its_children_killed(tmp_path):
+    pids = tmp_path / "pids"
+
+    def hang(ctx):
+        # The child and a grandchild in its process group both hang.
+        ctx.run_child(["sh", "-c", "sleep 60 & echo $$ $! > %s; wait" % pids])
+
+    start = time.monotonic()
+    code = run_smoke(tmp_path / "report.json", [Stage("hang", hang, 1.5),
+                                               Stage("next", lambda c: None, 5, ("hang",))],
+                     _ctx(tmp_path))
+    elapsed = time.monotonic() - start
+    _, report = _report(tmp_path)
+    stage = report["stages"][0]
+    assert code == 1 and elapsed < 10
+    assert stage["status"] == FAILED and stage["timed_out"] is True
+    assert "timed out after 1.5 s" in stage["message"]
+    assert 1.5 <= stage["duration_s"] < 10
+    assert report["stages"][1]["status"] == SKIPPED
+    assert report["children"][0]["killed"] is True
+    for pid in pids.read_text().split():
+        assert not _alive(int(pid))
+    cases, _root = _junit(tmp_path / "report.json")
+    assert cases["hang"].find("failure").get("type") == "timeout"
+
+
+def test_a_child_that_leaves_processes_behind_is_recorded_and_they_are_killed(tmp_path):
+    pid_file = tmp_path / "orphan"
+
+    def leaky(ctx):
+        result = ctx.run_child(["sh", "-c", "sleep 60 & echo $! > %s" % pid_file])
+        return {"rc": result.returncode}
+
+    run_smoke(tmp_path / "report.json", [Stage("leaky", leaky, 10)], _ctx(tmp_path))
+    _, report = _report(tmp_path)
+    orphan = int(pid_file.read_text())
+    assert report["stages"][0]["details"] == {"rc": 0}
+    assert report["children"][0]["leftover"] == [orphan]
+    assert not _alive(orphan)
+    assert group_members(report["children"][0]["pid"]) == []
+
+
+def test_child_output_goes_to_log_files_and_the_last_stderr_line_is_the_diagnosis(tmp_path):
+    ctx = _ctx(tmp_path)
+    ctx.stage = "demo"
+    result = ctx.run_child([PY, "-c", "import sys; print('out'); "
+                                      "print('noise\\nerror: the reason', file=sys.stderr); "
+                                      "sys.exit(3)"], extra_env={"X": "1"})
+    assert result.returncode == 3
+    assert result.last_line() == "error: the reason"
+    assert (tmp_path / "logs" / "demo.stdout.log").read_text() == "out\n"
+    assert ctx.children[0].returncode == 3
+
+
+def test_the_report_is_rewritten_after_every_stage(tmp_path):
+    seen = {}
+
+    def first(_ctx):
+        return {"n": 1}
+
+    def second(_ctx):
+        seen.update(json.loads((tmp_path / "report.json").read_text()))
+
+    run_smoke(tmp_path / "report.json", [Stage("first", first, 5), Stage("second", second, 5)],
+              _ctx(tmp_path))
+    assert seen["complete"] is False and seen["status"] == "running"
+    assert [s["name"] for s in seen["stages"]] == ["first"]
+    assert seen["pending"] == ["second"]
+    assert _report(tmp_path)[1]["pending"] == []
+
+
+def test_sigterm_ends_the_run_with_a_report_and_kills_the_running_child(tmp_path):
+    script = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from mapush.smoke import run_smoke
+        from mapush.smoke.runner import Stage, StageContext
+        tmp = Path(sys.argv[1])
+        def hang(ctx):
+            ctx.run_child(["sh", "-c", "echo $$ > %s; sleep 60" % (tmp / "pid")])
+        stages = [Stage("hang", hang, 60), Stage("later", lambda c: None, 5)]
+        sys.exit(run_smoke(tmp / "report.json", stages, StageContext(tmp, "cpu", "cpu")))
+    """)
+    proc = subprocess.Popen([PY, "-c", script, str(tmp_path)], cwd=str(REPO),
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text().strip():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=20)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert report["complete"] is True and report["failed_stage"] == "hang"
+    assert report["stages"][0]["message"] == "interrupted by SIGTERM"
+    assert report["stages"][1]["status"] == SKIPPED
+    assert not _alive(int((tmp_path / "pid").read_text()))
+    assert err.strip().splitlines()[-1].startswith("error: smoke test failed at stage hang")
+
+
+def test_prepare_workdir_empties_its_own_folders_and_refuses_others(tmp_path):
+    prepare_workdir(tmp_path)
+    stale = tmp_path / "ppo" / "checkpoints" / "old"
+    stale.mkdir(parents=True)
+    prepare_workdir(tmp_path)
+    assert not stale.exists() and (tmp_path / "ppo" / MARKER).exists()
+    other = tmp_path / "elsewhere"
+    (other / "logs").mkdir(parents=True)
+    (other / "logs" / "keep.txt").write_text("mine")
+    from mapush.errors import UsageError
+
+    with pytest.raises(UsageError, match="not made by mapush smoke"):
+        prepare_workdir(other)
+    assert (other / "logs" / "keep.txt").read_text() == "mine"
+
+
+def test_a_report_path_that_is_a_folder_is_a_usage_error(tmp_path):
+    result = run_mapush(["smoke", "--report", tmp_path], env=dict(os.environ), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: --report %s is a folder" % tmp_path)
+
+
+# -- TensorBoard scalars and the memory bound -------------------------------------------
+
+def test_scalars_are_read_from_tensorboardx_and_torch_event_files(tmp_path):
+    from tensorboardX import SummaryWriter as XWriter
+    from torch.utils.tensorboard import SummaryWriter as TWriter
+
+    xw = XWriter(str(tmp_path / "logs" / "x"))
+    for i in range(4):
+        xw.add_scalar("memory/gpu_allocated_mb", 100.0 + i, i * 1000)
+    xw.close()
+    tw = TWriter(str(tmp_path / "logs" / "t"))
+    tw.add_scalar("memory/host_rss_mb", 512.25, 7)
+    tw.add_scalar("memory/host_rss_mb", 513.5, 9, new_style=True)
+    tw.add_histogram("weights", __import__("numpy").array([1.0, 2.0, 3.0]), 1)
+    tw.close()
+    scalars = read_scalars(tmp_path / "logs")
+    assert scalars["memory/gpu_allocated_mb"] == [(0, 100.0), (1000, 101.0), (2000, 102.0),
+                                                  (3000, 103.0)]
+    assert scalars["memory/host_rss_mb"] == [(7, 512.25), (9, 513.5)]
+    assert "weights" not in scalars
+
+
+def test_a_torn_last_record_is_ignored(tmp_path):
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path))
+    writer.add_scalar("a", 1.0, 1)
+    writer.add_scalar("a", 2.0, 2)
+    writer.close()
+    path = next(p for p in tmp_path.iterdir() if "tfevents" in p.name)
+    path.write_bytes(path.read_bytes()[:-5])
+    assert read_scalars(tmp_path)["a"] == [(1, 1.0)]
+
+
+def test_memory_growth_within_the_bound_passes_and_beyond_it_fails():
+    flat = [(i, 1000.0 + (i % 2) * 10) for i in range(6)]
+    verdict = memory_growth(flat, HOST_GROWTH_BOUND)
+    assert verdict["ok"] is True and verdict["growth_mb"] == 10.0
+    bound = max(HOST_GROWTH_BOUND[0], HOST_GROWTH_BOUND[1] * 1000.0)
+    leaking = [(i, 1000.0 + i * bound / 3.0) for i in range(6)]
+    verdict = memory_growth(leaking, HOST_GROWTH_BOUND)
+    assert verdict["ok"] is False and verdict["growth_mb"] > bound
+    assert verdict["bound_mb"] == round(bound, 1)
+    assert memory_growth([(0, 10.0), (1, float("nan")), (2, 10.0)], (1.0, 0.0))["samples"] == 2
+
+
+def test_the_stage_limits_keep_the_run_under_ten_minutes():
+    assert sum(TIMEOUTS.values()) < 600
+    assert all(math.isfinite(t) and t > 0 for t in TIMEOUTS.values())
