@@ -1,0 +1,162 @@
+"""The MAPush env as HARL's on-policy runner drives it (``make_train_env("mapush", ...)``).
+
+MQE is already a vectorised env on one device, so this adapter is what HARL gets instead of
+a ``Share*VecEnv`` (as for ``dexhands``). It fixes seed 001's interface bugs by construction:
+actions go through in HARL's ``(n_envs, n_agents, act_dim)`` order on ``env.device`` (no
+transpose, never ``.cuda()``); obs, rewards, dones and time-outs leave the device in ONE host
+copy per step; ``infos`` are per-env dicts keyed by agent id, as the runner's EP and FP paths
+read them; ``available_actions`` is ``None`` (continuous actions). MQE resets finished envs
+inside ``step``, so the obs returned for a finished env is already the next episode's first.
+
+Episode statistics stay on the device in :class:`~mapush.envs.stats.EpisodeStats` (bounded
+windows); the logger reads them and the reward terms at logging time only.
+"""
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from gym import spaces
+
+from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms
+from mapush.spec import RunSpec
+
+STATE_TYPES = ("EP", "FP")
+
+
+def spec_from_env_args(env_args: Dict[str, Any]) -> RunSpec:
+    """The run spec the trainer put in ``env_args["spec"]``; without one (HARL's own
+    ``examples/train.py --env mapush``), a spec from the plain env keys."""
+    n_threads = int(env_args.get("n_threads", 1))
+    if env_args.get("spec"):
+        spec = RunSpec.from_dict(dict(env_args["spec"]))
+        return spec.with_changes(num_envs=n_threads) if spec.num_envs != n_threads else spec
+    return RunSpec(algo=str(env_args.get("algo", "happo")),
+                   task=str(env_args.get("task", "go1push_mid")),
+                   object=str(env_args.get("object", "cuboid")), num_envs=n_threads, steps=0,
+                   seed=int(env_args.get("seed", 1)), run_dir=".",
+                   sim_device=str(env_args.get("sim_device", "cuda:0")),
+                   rl_device=str(env_args.get("rl_device", "cuda:0")))
+
+
+def _box(low: float, high: float, dim: int) -> spaces.Box:
+    return spaces.Box(low=low, high=high, shape=(int(dim),), dtype=np.float32)
+
+
+class MAPushHARLEnv(object):
+    """HARL env over one MQE env: see the module docstring for the contract."""
+
+    def __init__(self, env_args: Dict[str, Any], env: Any = None) -> None:
+        self.env_args = dict(env_args)
+        self.state_type = str(self.env_args.get("state_type", "EP"))
+        if self.state_type not in STATE_TYPES:
+            raise ValueError("state_type %r: use EP (one shared state per env) or FP "
+                             "(one per agent)" % self.state_type)
+        if env is None:
+            from mapush.sim import make_env
+
+            spec = spec_from_env_args(self.env_args)
+            env, self.env_cfg = make_env(spec, num_envs=spec.num_envs)
+        else:  # tests hand in a ready env
+            self.env_cfg = getattr(env, "cfg", None)
+        self.env = env
+        self.device = torch.device(str(env.device))
+        self.n_envs = int(env.num_envs)
+        self.n_agents = int(env.num_agents)
+        wanted = self.env_args.get("n_threads")
+        if wanted is not None and int(wanted) != self.n_envs:
+            raise ValueError("MQE made %d envs, HARL's n_rollout_threads is %s"
+                             % (self.n_envs, wanted))
+        self.obs_dim = int(env.observation_space.shape[0])
+        self.act_dim = int(env.action_space.shape[0])
+        act_low = float(np.min(env.action_space.low))
+        act_high = float(np.max(env.action_space.high))
+        inf = float("inf")
+        self.observation_space = [_box(-inf, inf, self.obs_dim) for _ in range(self.n_agents)]
+        self.share_observation_space = [_box(-inf, inf, self.obs_dim * self.n_agents)
+                                        for _ in range(self.n_agents)]
+        self.action_space = [_box(act_low, act_high, self.act_dim) for _ in range(self.n_agents)]
+        # FP: agent i sees its own obs first, then the others' in order (i+1, i+2, ...).
+        ids = np.arange(self.n_agents)
+        self._fp_order = (ids[:, None] + ids[None, :]) % self.n_agents
+        self.stats = EpisodeStats.for_env(env, window=int(self.env_args.get(
+            "stats_window", DEFAULT_WINDOW)))
+        # Read-only info dicts shared by all steps: only "bad_transition" (truncation) varies.
+        self._info_ok = {a: {"bad_transition": False} for a in range(self.n_agents)}
+        self._info_cut = {a: {"bad_transition": True} for a in range(self.n_agents)}
+        self._no_timeout = torch.zeros(self.n_envs, dtype=torch.bool, device=self.device)
+        self.closed = False
+
+    # ----------------------------------------------------------------- HARL's interface
+    def seed(self, seed: int) -> None:
+        """MQE is seeded when it is built (``args.seed``); nothing to do here."""
+
+    def reset(self) -> Tuple[np.ndarray, np.ndarray, None]:
+        obs = self.env.reset()
+        for buf in (self.stats.ep_len, self.stats.ep_collision, self.stats.ep_collaboration):
+            buf.zero_()
+        packed = obs.reshape(self.n_envs, -1).to(torch.float32).cpu().numpy()
+        obs_np = packed.reshape(self.n_envs, self.n_agents, self.obs_dim)
+        return obs_np, self._share(obs_np), None
+
+    def step(self, actions: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                          List[Dict[int, Dict[str, bool]]], None]:
+        """``actions`` ``(n_envs, n_agents, act_dim)`` -> obs, share_obs, rewards
+        ``(n_envs, n_agents, 1)``, dones ``(n_envs, n_agents)``, infos, None."""
+        act = torch.as_tensor(actions, dtype=torch.float32, device=self.device)
+        expected = (self.n_envs, self.n_agents, self.act_dim)
+        if tuple(act.shape) != expected:
+            raise ValueError("actions of shape %s, expected (n_envs, n_agents, act_dim) = %s"
+                             % (tuple(act.shape), expected))
+        obs, reward, termination, _info = self.env.step(act)
+        done = termination.reshape(-1).to(torch.bool)
+        self.stats.update(self.env, done)
+        timeout = getattr(self.env, "time_out_buf", None)
+        timeout = self._no_timeout if timeout is None else timeout.reshape(-1).to(torch.bool)
+        n = self.n_envs
+        packed = torch.cat([
+            obs.reshape(n, -1).to(torch.float32),
+            reward.reshape(n, -1).to(torch.float32),
+            done.to(torch.float32).unsqueeze(1),
+            (timeout & done).to(torch.float32).unsqueeze(1),
+        ], dim=1).cpu().numpy()  # the one host copy of this step
+        width = self.n_agents * self.obs_dim
+        obs_np = packed[:, :width].reshape(n, self.n_agents, self.obs_dim)
+        rewards = packed[:, width:width + self.n_agents].reshape(n, self.n_agents, 1)
+        done_np = packed[:, -2] > 0.5
+        cut = packed[:, -1] > 0.5
+        dones = np.repeat(done_np[:, None], self.n_agents, axis=1)
+        infos = [self._info_cut if c else self._info_ok for c in cut.tolist()]
+        return obs_np, self._share(obs_np), rewards, dones, infos, None
+
+    def _share(self, obs: np.ndarray) -> np.ndarray:
+        """Centralised critic input: EP, the same concatenation of all agents' obs for every
+        agent; FP, that concatenation starting at the agent's own obs."""
+        n = obs.shape[0]
+        if self.state_type == "EP":
+            flat = obs.reshape(n, 1, -1)
+            return np.repeat(flat, self.n_agents, axis=1)
+        return obs[:, self._fp_order].reshape(n, self.n_agents, -1)
+
+    # ----------------------------------------------------------------- statistics
+    def episode_stats(self) -> Dict[str, float]:
+        """Means over recently finished episodes (one host copy; empty before any ends)."""
+        return self.stats.summary()
+
+    def reward_terms(self) -> Dict[str, float]:
+        """Reward terms of ``env.reward_buffer`` since the last call (then zeroed)."""
+        if self.env is None or not hasattr(self.env, "reward_buffer"):
+            return {}
+        return drain_reward_terms(self.env)
+
+    def render(self, *_a: Any, **_k: Any) -> None:
+        """Rendering is MQE's ``record_video``; HARL's render path is not used."""
+
+    def close(self) -> None:
+        """Drop the env without calling into Isaac Gym: Go1 has no ``close()`` and Isaac Gym
+        tears down at process exit, which the child skips with ``os._exit`` (seed 002)."""
+        self.closed = True
+        self.env = None
+
+    @property
+    def unwrapped(self) -> Optional[Any]:
+        return self.env

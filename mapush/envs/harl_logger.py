@@ -1,0 +1,148 @@
+"""HARL's logger for ``mapush``: the paper's metrics, reward terms and speed to TensorBoard.
+
+HARL builds loggers from ``LOGGER_REGISTRY`` without the env; seed 001's logger crashed on
+``self.envs``. Here the trainer hands the env in with :meth:`MAPushLogger.attach` right after
+the runner is built, and :meth:`init` refuses to start without it. Per-step work is a few
+numpy ops on arrays HARL already has (no Python loop over envs, nothing that grows); the env
+statistics are read once per log interval.
+
+Tags (shared with the OpenRL trainer): ``metrics/<name>``, ``reward/<term>``,
+``perf/env_steps_per_s``, ``train/<loss>`` (mean over agents; ``train/agent<i>/<loss>`` each).
+"""
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from harl.common.base_logger import BaseLogger
+
+from mapush.envs.stats import METRICS
+
+
+def _float(value: Any) -> float:
+    if hasattr(value, "item"):
+        value = value.item()
+    return float(value)
+
+
+def format_eta(seconds: float) -> str:
+    if not np.isfinite(seconds) or seconds < 0:
+        return "?"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return "%d:%02d:%02d" % (hours, rest // 60, rest % 60)
+
+
+class MAPushLogger(BaseLogger):
+    def __init__(self, args: Dict[str, Any], algo_args: Dict[str, Any],
+                 env_args: Dict[str, Any], num_agents: int, writter: Any, run_dir: str) -> None:
+        super(MAPushLogger, self).__init__(args, algo_args, env_args, num_agents, writter,
+                                           run_dir)
+        self.envs = None  # type: Any
+        # Resume: env steps and updates done before this process (set by the trainer).
+        self.steps_before = 0
+        self.episode_base = 0
+        self.stream = sys.stdout
+        self.last_summary = {}  # type: Dict[str, float]
+
+    def get_task_name(self) -> str:
+        return str(self.env_args["task"])
+
+    def attach(self, envs: Any) -> None:
+        """The MAPush env whose ``episode_stats()``/``reward_terms()`` are logged."""
+        self.envs = envs
+
+    # ---------------------------------------------------------------- HARL callbacks
+    def init(self, episodes: int) -> None:
+        if self.envs is None:
+            raise RuntimeError("MAPushLogger has no env: call logger.attach(runner.envs) "
+                               "after building the runner (seed 001, bug 7)")
+        self.start = time.time()
+        self.episodes = episodes
+        n = int(self.algo_args["train"]["n_rollout_threads"])
+        self.train_episode_rewards = np.zeros(n, dtype=np.float64)
+        self.done_episodes_rewards = []  # type: List[float]  # unused: kept for HARL
+        self._return_sum = 0.0
+        self._return_count = 0
+        self._last_time = self.start
+        self._last_steps = None  # type: Optional[int]
+        self.total_num_steps = self.steps_before
+
+    def per_step(self, data: Any) -> None:
+        rewards, dones = data[2], data[3]
+        done_env = np.all(dones, axis=1)
+        self.train_episode_rewards += np.mean(rewards, axis=1).reshape(-1)
+        if done_env.any():
+            self._return_sum += float(self.train_episode_rewards[done_env].sum())
+            self._return_count += int(done_env.sum())
+            self.train_episode_rewards[done_env] = 0.0
+
+    def steps_at(self, episode: int) -> int:
+        train = self.algo_args["train"]
+        return int(self.steps_before + (int(episode) - self.episode_base)
+                   * int(train["episode_length"]) * int(train["n_rollout_threads"]))
+
+    def episode_log(self, actor_train_infos: List[Dict[str, Any]],
+                    critic_train_info: Dict[str, Any], actor_buffer: Any,
+                    critic_buffer: Any) -> None:
+        """Log everything for the update just done and print one progress line."""
+        self.total_num_steps = self.steps_at(self.episode)
+        step = self.total_num_steps
+        now = time.time()
+        if self._last_steps is None:
+            self._last_steps = self.steps_before
+            self._last_time = self.start
+        fps = (step - self._last_steps) / max(now - self._last_time, 1e-9)
+        self._last_steps, self._last_time = step, now
+
+        critic_train_info = dict(critic_train_info)
+        critic_train_info["average_step_rewards"] = critic_buffer.get_mean_rewards()
+        self.log_train(actor_train_infos, critic_train_info)
+        self.scalar("perf/env_steps_per_s", fps)
+
+        summary = self.envs.episode_stats()
+        for name in METRICS:
+            if name in summary:
+                self.scalar("metrics/" + name, summary[name])
+        if "episodes" in summary:
+            self.scalar("metrics/episodes", summary["episodes"])
+        for term, value in sorted(self.envs.reward_terms().items()):
+            self.scalar("reward/" + term, value)
+        if self._return_count:
+            self.scalar("metrics/episode_return", self._return_sum / self._return_count)
+            self._return_sum, self._return_count = 0.0, 0
+        self.last_summary = summary
+        self.writter.flush()
+
+        total = int(self.algo_args["train"]["num_env_steps"])
+        eta = (total - step) / fps if fps > 0 else float("nan")
+        success = summary.get("success_rate")
+        self.stream.write(
+            "[%s %s] update %d/%d | steps %d/%d | %.0f steps/s | success %s | ETA %s\n"
+            % (self.args["algo"], self.task_name, self.episode, self.episodes, step, total,
+               fps, "-" if success is None else "%.3f" % success, format_eta(eta)))
+        self.stream.flush()
+        self.log_file.write("%d,%s,%.1f\n" % (step, "" if success is None else success, fps))
+        self.log_file.flush()
+
+    def log_train(self, actor_train_infos: List[Dict[str, Any]],
+                  critic_train_info: Dict[str, Any]) -> None:
+        sums = {}  # type: Dict[str, float]
+        for agent_id, info in enumerate(actor_train_infos):
+            for key, value in info.items():
+                value = _float(value)
+                self.scalar("train/agent%d/%s" % (agent_id, key), value)
+                sums[key] = sums.get(key, 0.0) + value
+        for key, value in sums.items():
+            self.scalar("train/" + key, value / max(len(actor_train_infos), 1))
+        for key, value in critic_train_info.items():
+            self.scalar("train/" + key, _float(value))
+
+    def scalar(self, tag: str, value: float, step: Optional[int] = None) -> None:
+        self.writter.add_scalar(tag, float(value), self.total_num_steps if step is None
+                                else int(step))
+
+    def log_env(self, env_infos: Dict[str, Any]) -> None:
+        for key, values in env_infos.items():
+            if len(values) > 0:
+                self.scalar("eval/" + key, float(np.mean(values)))

@@ -1,0 +1,393 @@
+"""HAPPO, MAPPO and HATRPO on MAPush through HARL's on-policy runners.
+
+HARL's ``runner.run()`` owns its loop, its results folder and its save cadence; a managed run
+needs more: a stop request polled every env step, checkpoints by env steps written
+atomically, resume that continues the step count, the TensorBoard axis and the LR schedule,
+phase marks and the memory watchdog. So this module builds HARL's runner (its ``__init__``
+with the run directory, device and config of our spec, see :func:`_redirected`) and drives
+the runner's own building blocks (``warmup``, ``collect``, ``insert``, ``compute``,
+``train``, ``after_update``, ``save``) in a loop of its own.
+
+``load_actor`` rebuilds HARL actors from a checkpoint for ``mapush eval``.
+"""
+import contextlib
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Tuple
+
+from mapush.errors import MapushError, UsageError
+from mapush.run import phases
+from mapush.run.atomic import write_json
+from mapush.run.checkpoints import atomic_checkpoint
+from mapush.run.context import RunContext
+from mapush.spec import HARL_ALGOS, RunSpec
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+HARL_CONFIG = "harl_config.json"
+OPTIMIZERS = "optimizers.pt"
+ENV_NAME = "mapush"
+# HARL runner per algorithm (harl/runners/__init__.py at the pin).
+RUNNERS = {
+    "happo": ("harl.runners.on_policy_ha_runner", "OnPolicyHARunner"),
+    "hatrpo": ("harl.runners.on_policy_ha_runner", "OnPolicyHARunner"),
+    "mappo": ("harl.runners.on_policy_ma_runner", "OnPolicyMARunner"),
+}
+
+
+# --------------------------------------------------------------------------- config
+def _load_yaml(path: Path) -> Dict[str, Any]:
+    import yaml
+
+    with open(str(path)) as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict):
+        raise UsageError("--config %s: expected a YAML mapping of sections (train:, model:, "
+                         "algo:, ...), got %s" % (path, type(data).__name__))
+    return data
+
+
+def merge_overrides(base: Dict[str, Any], override: Dict[str, Any], source: str,
+                    prefix: str = "") -> Dict[str, Any]:
+    """``base`` updated by ``override`` key by key; a key ``base`` lacks is a UsageError
+    (a typo would otherwise be ignored silently)."""
+    merged = dict(base)
+    for key, value in override.items():
+        where = prefix + str(key)
+        if key not in base:
+            raise UsageError("--config %s: unknown key %r; known here: %s"
+                             % (source, where, ", ".join(sorted(str(k) for k in base))))
+        if isinstance(base[key], dict):
+            if not isinstance(value, dict):
+                raise UsageError("--config %s: %r is a section; give it as a mapping"
+                                 % (source, where))
+            merged[key] = merge_overrides(base[key], value, source, where + ".")
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_config(spec: RunSpec) -> Dict[str, Any]:
+    """The shipped config of the algorithm, ``--config`` overrides, then the spec's own
+    options (seed, device, env count, steps), which always win."""
+    if spec.algo not in RUNNERS:
+        raise UsageError("--algo %s is not a HARL algorithm (%s)" % (spec.algo,
+                                                                      ", ".join(HARL_ALGOS)))
+    config = _load_yaml(CONFIG_DIR / ("%s.yaml" % spec.algo))
+    if spec.config:
+        override = _load_yaml(Path(spec.config))
+        for key, cli in (("n_rollout_threads", "--num-envs"), ("num_env_steps", "--steps")):
+            if key in override.get("train", {}):
+                print("mapush: --config sets train.%s; %s decides it" % (key, cli),
+                      file=sys.stderr)
+        config = merge_overrides(config, override, spec.config)
+    config = copy.deepcopy(config)
+    config["seed"].update(seed_specify=True, seed=int(spec.seed))
+    config["device"]["cuda"] = spec.rl_device.startswith("cuda")
+    config["train"].update(n_rollout_threads=int(spec.num_envs),
+                           num_env_steps=int(spec.steps), model_dir=None)
+    config["logger"]["log_dir"] = str(spec.run_dir)
+    if config["eval"].get("use_eval") or config["render"].get("use_render"):
+        raise UsageError("--config %s: eval.use_eval and render.use_render are not supported "
+                         "for MAPush; use 'mapush eval --checkpoint'" % spec.config)
+    return config
+
+
+def split_config(spec: RunSpec, config: Dict[str, Any]
+                 ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
+    """HARL's ``(args, algo_args, env_args)`` from our config."""
+    algo_args = {k: v for k, v in config.items() if k != "env"}
+    env_args = dict(config.get("env", {}), task=spec.task, object=spec.object,
+                    spec=spec.to_dict())
+    args = {"algo": spec.algo, "env": ENV_NAME, "exp_name": spec.object}
+    return args, algo_args, env_args
+
+
+# --------------------------------------------------------------------------- runner
+@contextlib.contextmanager
+def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
+    """While HARL's runner is built: its results folder is our run directory (TensorBoard
+    under ``logs/``), its config goes to ``harl_config.json`` (``config.json`` is ours),
+    and its device is the spec's ``--rl-device`` (HARL would pick ``cuda:0``)."""
+    import torch
+
+    def init_dir(*_args: Any, **_kwargs: Any) -> Tuple[str, str, str, Any]:
+        from tensorboardX import SummaryWriter
+
+        log_dir = run_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        return str(run_dir), str(log_dir), str(run_dir / "checkpoints"), \
+            SummaryWriter(str(log_dir))
+
+    def save_config(args: Any, algo_args: Any, env_args: Any, _where: Any) -> None:
+        write_json(run_dir / HARL_CONFIG, {"main_args": args, "algo_args": algo_args,
+                                           "env_args": env_args})
+
+    def init_device(args: Dict[str, Any]) -> Any:
+        torch.set_num_threads(int(args["torch_threads"]))
+        return torch.device(device)
+
+    names = ("init_dir", "save_config", "init_device")
+    saved = {name: getattr(module, name) for name in names}
+    module.init_dir, module.save_config, module.init_device = init_dir, save_config, \
+        init_device
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
+    import importlib
+
+    base = importlib.import_module("harl.runners.on_policy_base_runner")
+    module_name, class_name = RUNNERS[spec.algo]
+    runner_cls = getattr(importlib.import_module(module_name), class_name)
+    args, algo_args, env_args = split_config(spec, config)
+    with _redirected(base, Path(spec.run_dir), spec.rl_device):
+        runner = runner_cls(args, algo_args, env_args)
+    runner.logger.attach(runner.envs)
+    return runner
+
+
+def _actors(runner: Any) -> List[Any]:
+    """Distinct actors (MAPPO shares one object among the agents)."""
+    seen = []  # type: List[Any]
+    for actor in runner.actor:
+        if not any(actor is s for s in seen):
+            seen.append(actor)
+    return seen
+
+
+def current_lrs(runner: Any) -> Dict[str, float]:
+    lrs = {"critic": float(runner.critic.critic_optimizer.param_groups[0]["lr"])}
+    for i, actor in enumerate(runner.actor):
+        lrs["actor%d" % i] = float(actor.actor_optimizer.param_groups[0]["lr"])
+    return lrs
+
+
+def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
+                    state: Dict[str, int]) -> Path:
+    """HARL's model files plus optimizer states, config and meta, published atomically."""
+    import torch
+
+    phases.mark("checkpoint")
+    meta = dict(state, algo=ctx.spec.algo, trainer="harl", lr=current_lrs(runner),
+                episode_length=int(config["train"]["episode_length"]),
+                n_rollout_threads=int(config["train"]["n_rollout_threads"]),
+                use_linear_lr_decay=bool(config["train"]["use_linear_lr_decay"]))
+    name = "step-%012d" % state["step"]
+    with atomic_checkpoint(ctx.run_dir, name, meta) as tmp:
+        saved = runner.save_dir
+        runner.save_dir = str(tmp)
+        try:
+            runner.save()  # actor_agent<i>.pt, critic_agent.pt, value_normalizer.pt
+        finally:
+            runner.save_dir = saved
+        torch.save({"actors": [a.actor_optimizer.state_dict() for a in runner.actor],
+                    "critic": runner.critic.critic_optimizer.state_dict()},
+                   str(tmp / OPTIMIZERS))
+        args, algo_args, env_args = split_config(ctx.spec, config)
+        write_json(tmp / HARL_CONFIG, {"main_args": args, "algo_args": algo_args,
+                                       "env_args": env_args})
+    return ctx.run_dir / "checkpoints" / name
+
+
+def restore_checkpoint(runner: Any, path: Path, device: Any) -> None:
+    """Load what :func:`save_checkpoint` wrote (models, value normaliser, optimizers)."""
+    import torch
+
+    def load(name: str) -> Any:
+        return torch.load(str(path / name), map_location=device)
+
+    for i, actor in enumerate(runner.actor):
+        actor.actor.load_state_dict(load("actor_agent%d.pt" % i))
+    runner.critic.critic.load_state_dict(load("critic_agent.pt"))
+    if runner.value_normalizer is not None and (path / "value_normalizer.pt").is_file():
+        runner.value_normalizer.load_state_dict(load("value_normalizer.pt"))
+    if (path / OPTIMIZERS).is_file():
+        optim = load(OPTIMIZERS)
+        for actor, state in zip(runner.actor, optim["actors"]):
+            actor.actor_optimizer.load_state_dict(state)
+        runner.critic.critic_optimizer.load_state_dict(optim["critic"])
+
+
+def _lr_decay(runner: Any, update: int, total: int) -> None:
+    for actor in _actors(runner):
+        actor.lr_decay(update, total)
+    runner.critic.lr_decay(update, total)
+
+
+# --------------------------------------------------------------------------- training
+def plan(spec: RunSpec, config: Dict[str, Any], resume_meta: Dict[str, Any]
+         ) -> Tuple[int, int, int, int]:
+    """``(start_step, start_update, total_updates, steps_per_update)``; the LR schedule runs
+    over ``total_updates`` so that a resumed run continues it."""
+    per_update = int(config["train"]["episode_length"]) * int(spec.num_envs)
+    start_step = int(resume_meta.get("step", 0))
+    start_update = int(resume_meta.get("update", 0))
+    if resume_meta and resume_meta.get("algo") not in (None, spec.algo):
+        raise UsageError("--resume: the checkpoint is from --algo %s, not %s"
+                         % (resume_meta.get("algo"), spec.algo))
+    if start_step == 0 and spec.steps < per_update:
+        raise UsageError("--steps %d is less than one rollout (episode_length %d x --num-envs "
+                         "%d = %d steps): raise --steps" % (spec.steps, per_update //
+                                                            spec.num_envs, spec.num_envs,
+                                                            per_update))
+    total_updates = start_update + max(0, spec.steps - start_step) // per_update
+    return start_step, start_update, total_updates, per_update
+
+
+def train(ctx: RunContext) -> int:
+    spec = ctx.spec
+    config = load_config(spec)
+    start_step, start_update, total_updates, per_update = plan(spec, config, ctx.resume_meta)
+    if total_updates <= start_update:
+        print("mapush: nothing to do: the run has %d of --steps %d env steps"
+              % (start_step, spec.steps), file=sys.stderr)
+        return 0
+
+    runner = build_runner(spec, config)
+    if ctx.resume_path is not None:
+        restore_checkpoint(runner, Path(ctx.resume_path), runner.device)
+        print("mapush: resumed from %s at step %d (update %d)"
+              % (ctx.resume_path, start_step, start_update), file=sys.stderr)
+    from mapush.run.watchdog import MemoryWatchdog
+
+    writer = runner.writter
+    logger = runner.logger
+    logger.steps_before, logger.episode_base = start_step, start_update
+    watchdog = MemoryWatchdog(runner.envs.device,
+                              lambda tag, value, step: writer.add_scalar(tag, value, step),
+                              every=10, warmup=5)
+    train_cfg = config["train"]
+    interval = int(spec.checkpoint_interval)
+    state = {"step": start_step, "update": start_update, "total_updates": total_updates}
+    last_saved = start_step
+    stopped = False
+    try:
+        phases.mark("first_step")
+        runner.warmup()
+        logger.init(total_updates)
+        first = True
+        for update in range(start_update + 1, total_updates + 1):
+            if train_cfg["use_linear_lr_decay"]:
+                _lr_decay(runner, update, total_updates)
+            logger.episode_init(update)
+            runner.prep_rollout()
+            for step in range(int(train_cfg["episode_length"])):
+                if ctx.stop.requested:
+                    stopped = True
+                    break
+                data = _env_step(runner, step)
+                if first:
+                    phases.mark("training")
+                    first = False
+                logger.per_step(data)
+                runner.insert(data)
+            if stopped:
+                break  # the partial rollout is dropped; the checkpoint holds the last update
+            runner.compute()
+            runner.prep_training()
+            actor_infos, critic_info = runner.train()
+            state.update(step=state["step"] + per_update, update=update)
+            if update % int(train_cfg["log_interval"]) == 0 or update == total_updates:
+                logger.episode_log(actor_infos, critic_info, runner.actor_buffer,
+                                   runner.critic_buffer)
+            runner.after_update()
+            watchdog.sample(update, state["step"])
+            if ctx.stop.requested:
+                stopped = True
+                break
+            if state["step"] - last_saved >= interval and update < total_updates:
+                save_checkpoint(runner, ctx, config, state)
+                phases.mark("training")
+                last_saved = state["step"]
+        save_checkpoint(runner, ctx, config, state)
+    finally:
+        _close(runner)
+    if stopped:
+        print("mapush: stopped at step %d; final checkpoint written" % state["step"],
+              file=sys.stderr)
+    return 0
+
+
+def _env_step(runner: Any, step: int) -> Tuple[Any, ...]:
+    values, actions, log_probs, rnn_states, rnn_states_critic = runner.collect(step)
+    obs, share_obs, rewards, dones, infos, available = runner.envs.step(actions)
+    return (obs, share_obs, rewards, dones, infos, available, values, actions, log_probs,
+            rnn_states, rnn_states_critic)
+
+
+def _close(runner: Any) -> None:
+    """Flush and close the logs; the env is dropped, never torn down (seed 002)."""
+    for close in (runner.logger.close, runner.writter.flush, runner.writter.close,
+                  runner.envs.close):
+        try:
+            close()
+        except Exception as exc:  # noqa: BLE001 - closing must not mask the result
+            print("mapush: while closing: %s" % exc, file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- eval
+def read_checkpoint_config(checkpoint_dir: Path) -> Dict[str, Any]:
+    for candidate in (Path(checkpoint_dir) / HARL_CONFIG,
+                      Path(checkpoint_dir).parent.parent / HARL_CONFIG):
+        if candidate.is_file():
+            return json.loads(candidate.read_text())
+    raise MapushError("%s: no %s (not a HARL checkpoint of mapush train?)"
+                      % (checkpoint_dir, HARL_CONFIG))
+
+
+def _per_agent(space: Any, n_agents: int) -> List[Any]:
+    return list(space) if isinstance(space, (list, tuple)) else [space] * n_agents
+
+
+def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], Any]:
+    """Deterministic policy of a HARL checkpoint: ``act(obs)`` maps numpy obs
+    ``(n_envs, n_agents, obs_dim)`` to numpy actions ``(n_envs, n_agents, act_dim)``.
+    ``env`` is the MQE env or the HARL adapter (for the spaces and the agent count)."""
+    import numpy as np
+    import torch
+    from gym import spaces
+    from harl.algorithms.actors import ALGO_REGISTRY
+
+    path = Path(checkpoint_dir)
+    config = read_checkpoint_config(path)
+    algo = config["main_args"]["algo"]
+    algo_args = config["algo_args"]
+    n_agents = int(getattr(env, "n_agents", getattr(env, "num_agents", 0)))
+    obs_spaces = _per_agent(env.observation_space, n_agents)
+    act_spaces = _per_agent(env.action_space, n_agents)
+    args = dict(algo_args["model"], **algo_args["algo"])
+    device = torch.device(device)
+    actors = []
+    for i in range(n_agents):
+        obs_space = spaces.Box(-np.inf, np.inf, shape=obs_spaces[i].shape, dtype=np.float32)
+        actor = ALGO_REGISTRY[algo](args, obs_space, act_spaces[i], device=device)
+        actor.actor.load_state_dict(torch.load(str(path / ("actor_agent%d.pt" % i)),
+                                               map_location=device))
+        actor.prep_rollout()
+        actors.append(actor)
+    recurrent_n = int(algo_args["model"]["recurrent_n"])
+    hidden = int(algo_args["model"]["hidden_sizes"][-1])
+    memory = {}  # type: Dict[str, Any]
+
+    @torch.no_grad()
+    def act(obs: Any) -> Any:
+        obs = np.asarray(obs, dtype=np.float32)
+        n = obs.shape[0]
+        if memory.get("n") != n:
+            memory.update(n=n, rnn=np.zeros((n, n_agents, recurrent_n, hidden), np.float32))
+        masks = np.ones((n, 1), np.float32)
+        out = []
+        for i, actor in enumerate(actors):
+            actions, rnn = actor.act(obs[:, i], memory["rnn"][:, i], masks, None,
+                                     deterministic=True)
+            memory["rnn"][:, i] = rnn.detach().cpu().numpy()
+            out.append(actions.detach().cpu().numpy())
+        return np.stack(out, axis=1)
+
+    return act
