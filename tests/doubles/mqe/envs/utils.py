@@ -119,6 +119,7 @@ class Go1PushMidDouble(object):
         self.collab_envs = _env_list("MQE_DOUBLE_COLLAB_ENVS", n, "none").to(dev)
         self.success_step = int(os.environ.get("MQE_DOUBLE_SUCCESS_STEP", "5"))
         self.finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.time_out_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.reset_buf = torch.ones(n, dtype=torch.long, device=dev)
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.collision_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
@@ -180,6 +181,7 @@ class Go1PushMidDouble(object):
         self.finished_buf = self.success_envs & (self.episode_length_buf >= self.success_step)
         timeout = self.episode_length_buf >= self.max_episode_length
         termination = self.finished_buf | timeout
+        self.time_out_buf = timeout & ~self.finished_buf
 
         reward = -(actions - 0.5).pow(2).sum(dim=2)
         reward = reward + 10.0 * self.finished_buf.float().unsqueeze(1)
