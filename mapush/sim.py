@@ -162,5 +162,9 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None,
     mqe_utils = _import_mqe_utils()
     obj_cfg = load_object_config(spec.object)
     args = build_args(spec, num_envs)
+    if contact_pairs is None:  # PhysX contact buffer sized for the run (diagnostics work)
+        from mapush.diagnostics.physx_budget import for_sim
+
+        contact_pairs = for_sim(spec, args.num_envs)
     return mqe_utils.make_mqe_env(spec.task, args,
                                   custom_cfg=object_custom_cfg(spec, obj_cfg, args, contact_pairs))

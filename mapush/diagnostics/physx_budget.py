@@ -29,7 +29,9 @@ The estimate (docs/lifecycle.md explains it at length):
 2**23 and the mapush patch in ``base_task.py`` multiplies it.
 """
 import os
+import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Dict, Optional
 
 from mapush.errors import UsageError
@@ -167,3 +169,48 @@ def plan(num_envs: int, free_bytes: Optional[int]) -> ContactBudget:
 def run_memory_mb(num_envs: int, budget: ContactBudget) -> float:
     """Rough GPU memory a run of ``num_envs`` envs takes, contact buffer included (MiB)."""
     return FIXED_RUN_MB + PER_ENV_MB * num_envs + budget.bytes / float(MB)
+
+
+BUDGET_FILE = "contact_budget.json"
+
+
+def sim_free_bytes(device: str) -> Optional[int]:
+    """Free memory of the sim GPU, asked in the child after Isaac Gym was imported."""
+    try:
+        import torch
+
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    except Exception:  # noqa: BLE001 - unknown: size without the memory limit
+        return None
+
+
+def for_sim(spec: Any, num_envs: Optional[int] = None) -> Optional[int]:
+    """``max_gpu_contact_pairs`` for ``sim.make_env``: None when the sim runs on the CPU or
+    ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` is set (upstream's 2**23 times it then applies).
+    Logs the choice to stderr and ``<run_dir>/contact_budget.json`` (read by crash reports);
+    stops with a diagnosis when even the minimum does not fit in the free memory."""
+    from mapush.errors import MapushError
+    from mapush.run.atomic import write_json
+
+    device = str(spec.sim_device)
+    if not device.startswith("cuda"):
+        return None
+    n = int(num_envs if num_envs is not None else spec.num_envs)
+    free = sim_free_bytes(device)
+    budget = plan(n, free)
+    print("mapush: PhysX %s" % budget.describe(), file=sys.stderr, flush=True)
+    run_dir = Path(str(spec.run_dir))
+    if run_dir.is_dir():
+        try:
+            write_json(run_dir / BUDGET_FILE, dict(budget.to_dict(), device=device))
+        except OSError:
+            pass
+    if not budget.fits:
+        raise MapushError(
+            "PhysX contact buffer for %d envs needs %.0f MiB but only %.0f MiB of %s's %.0f MiB "
+            "free may go to it: lower --num-envs, free the GPU (nvidia-smi), or check "
+            "'mapush doctor --num-envs %d'" % (n, budget.bytes / float(MB),
+                                               (budget.allowed_bytes or 0) / float(MB), device,
+                                               (free or 0) / float(MB), n))
+    return None if budget.source == "override" else budget.pairs

@@ -7,20 +7,29 @@ process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym
 import importlib
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Optional
 
 from mapush.errors import MapushError
 from mapush.run import phases
 from mapush.run.checkpoints import read_meta
-from mapush.run.context import RunContext
+from mapush.run.context import RunContext, StopFlag
 from mapush.spec import RunSpec
 
 TRAINERS = {"openrl": "mapush.trainers.openrl_trainer", "harl": "mapush.trainers.harl_trainer"}
 
 
 def _leave(code: int) -> None:
+    """Flush and leave without interpreter teardown (where Isaac Gym segfaults, seed 002)."""
+    try:
+        import logging
+
+        logging.shutdown()
+    except Exception:  # noqa: BLE001 - leaving anyway
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -29,29 +38,45 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
-def run(config_path: str) -> int:
+def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
+    if stop is None:
+        stop = StopFlag()
+        stop.install()
     phases.mark("start")
     spec = RunSpec.from_dict(json.loads(Path(config_path).read_text())["spec"])
     from mapush import sim
 
     sim.import_isaacgym()  # before anything imports torch
-    ctx = RunContext(spec)
-    ctx.stop.install()
+    ctx = RunContext(spec, stop=stop)
     if spec.resume:
         ctx.resume_path = Path(spec.resume)
         ctx.resume_meta = read_meta(ctx.resume_path) or {}
     trainer = importlib.import_module(TRAINERS[spec.trainer])
     code = trainer.train(ctx)
     phases.mark("shutdown")
+    if stop.requested:
+        print("mapush: stopped by %s after the final checkpoint" % _signal_name(stop.signum),
+              file=sys.stderr)
     return int(code)
 
 
+def _signal_name(signum: Optional[int]) -> str:
+    try:
+        return signal.Signals(signum).name if signum else "request"
+    except ValueError:
+        return "signal %s" % signum
+
+
 def main() -> None:
+    # Stop handlers first: a SIGTERM while Isaac Gym loads must not kill the child (the
+    # trainer sees the flag at its first poll and leaves with a checkpoint).
+    stop = StopFlag()
+    stop.install()
     if len(sys.argv) != 2:
         print("usage: python -m mapush.run.child CONFIG_JSON", file=sys.stderr)
         _leave(2)
     try:
-        code = run(sys.argv[1])
+        code = run(sys.argv[1], stop)
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
         code = exc.exit_code

@@ -10,8 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from mapush.provenance import provenance
 from mapush.run.atomic import write_json
@@ -49,41 +51,121 @@ def child_command(config_path: Path) -> List[str]:
     return [sys.executable, "-m", "mapush.run.child", str(config_path)]
 
 
-def run_child(spec: RunSpec, config_path: Path) -> int:
-    """Start the child, forward SIGINT/SIGTERM to it, return its exit status (negative for
-    a signal, as ``subprocess`` reports it)."""
-    run_dir = Path(spec.run_dir)
-    phase_file = run_dir / PHASE_LOG
-    phase_file.write_text("")
-    env = dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(child_command(config_path), env=env)
+STOP_GRACE_ENV = "MAPUSH_STOP_GRACE_S"
+# How long the child may take, after the first SIGINT/SIGTERM, to write its final checkpoint
+# and leave before the parent kills it. Below compose's stop_grace_period (60 s), so that the
+# parent still reports what happened before Docker's SIGKILL.
+DEFAULT_STOP_GRACE_S = 50.0
 
-    def forward(signum: int, _frame: Any) -> None:
-        if proc.poll() is None:
-            proc.send_signal(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+def stop_grace_s() -> float:
+    raw = os.environ.get(STOP_GRACE_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_STOP_GRACE_S
+    except ValueError:
+        value = DEFAULT_STOP_GRACE_S
+    return value if value > 0 else DEFAULT_STOP_GRACE_S
+
+
+@dataclass
+class ChildOutcome:
+    status: int                        # as subprocess reports it: negative for a signal
+    stop_signal: Optional[int] = None  # the first SIGINT/SIGTERM the parent forwarded
+    killed: bool = False               # the parent killed it after the grace period
+
+
+def supervise(proc: "subprocess.Popen[bytes]", grace: float) -> ChildOutcome:
+    """Wait for the child. The first SIGINT/SIGTERM is forwarded (the child writes a final
+    checkpoint and exits 0); later ones are not, so a second Ctrl-C or a repeated stop does
+    not cut a checkpoint short. If the child is still running ``grace`` seconds after the
+    first signal it is killed (atomic checkpoints leave the previous one intact)."""
+    outcome = ChildOutcome(status=0)
+    pending = []  # type: List[int]
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        pending.append(signum)
+        if outcome.stop_signal is None:
+            outcome.stop_signal = signum
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    deadline = None  # type: Optional[float]
     try:
         while True:
             try:
-                return proc.wait()
-            except KeyboardInterrupt:  # pragma: no cover - handler replaced above
-                continue
+                outcome.status = proc.wait(timeout=0.2)
+                return outcome
+            except subprocess.TimeoutExpired:
+                pass
+            while pending:
+                signum = pending.pop(0)
+                name = signal.Signals(signum).name
+                if deadline is None:
+                    deadline = time.monotonic() + grace
+                    print("mapush: %s: the trainer writes a final checkpoint and stops (the child "
+                          "is killed if it has not left within %.0f s)" % (name, grace),
+                          file=sys.stderr, flush=True)
+                else:
+                    print("mapush: %s again: already stopping, waiting for the final checkpoint "
+                          "(%.0f s left)" % (name, max(0.0, deadline - time.monotonic())),
+                          file=sys.stderr, flush=True)
+            if deadline is not None and not outcome.killed and time.monotonic() > deadline:
+                print("mapush: the training process did not stop within %.0f s; killing it"
+                      % grace, file=sys.stderr, flush=True)
+                outcome.killed = True
+                proc.kill()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
 
+def start_child(spec: RunSpec, config_path: Path) -> ChildOutcome:
+    run_dir = Path(spec.run_dir)
+    phase_file = run_dir / PHASE_LOG
+    phase_file.write_text("")
+    env = dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(child_command(config_path), env=env)
+    return supervise(proc, stop_grace_s())
+
+
+def run_child(spec: RunSpec, config_path: Path) -> int:
+    """Start the child, forward SIGINT/SIGTERM to it, return its exit status (negative for
+    a signal, as ``subprocess`` reports it)."""
+    return start_child(spec, config_path).status
+
+
+def _newest_checkpoint(spec: RunSpec) -> str:
+    from mapush.run.checkpoints import latest_checkpoint
+
+    latest = latest_checkpoint(Path(spec.run_dir))
+    return "%s (step %d)" % (latest[1], latest[0]) if latest else "none"
+
+
 def train(spec: RunSpec, preflight: bool = True) -> int:
+    """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
+    final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
+    the child died from a signal."""
     if preflight:
         from mapush.diagnostics.doctor import preflight as run_preflight
 
         run_preflight(spec)
     config_path = write_config(spec)
     print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
-    status = run_child(spec, config_path)
+    outcome = start_child(spec, config_path)
+    status = outcome.status
+    if outcome.killed:
+        print("error: the training process did not stop within %.0f s of %s and was killed; "
+              "newest complete checkpoint: %s (resume with --resume %s)"
+              % (stop_grace_s(), signal.Signals(outcome.stop_signal or signal.SIGTERM).name,
+                 _newest_checkpoint(spec), spec.run_dir), file=sys.stderr)
+        return 128 + signal.SIGKILL
     if status < 0:
         from mapush.run.crash import report_crash
 
         return report_crash(spec, -status)
+    if status == 0 and outcome.stop_signal is not None:
+        print("mapush: stopped by %s; newest checkpoint: %s (resume with --resume %s)"
+              % (signal.Signals(outcome.stop_signal).name, _newest_checkpoint(spec),
+                 spec.run_dir), file=sys.stderr)
     return status
