@@ -14,6 +14,27 @@ from typing import Any, Callable, List, Optional, TextIO, Tuple
 
 LogScalar = Callable[[str, float, int], Any]
 MB = 1024.0 * 1024.0
+OVERRIDE_ENV = "MAPUSH_WATCHDOG"
+_KNOBS = ("every", "warmup", "window", "threshold_mb", "min_positive")
+
+
+def env_overrides() -> dict:
+    """``MAPUSH_WATCHDOG="every=1,warmup=2,window=4,threshold_mb=16"``: tune the watchdog of a
+    run without code changes (short test runs, or a noisier machine). Unknown keys are
+    ignored with a warning."""
+    out = {}
+    for part in os.environ.get(OVERRIDE_ENV, "").split(","):
+        key, _, value = part.strip().partition("=")
+        if not key:
+            continue
+        try:
+            if key not in _KNOBS:
+                raise ValueError(key)
+            out[key] = float(value)
+        except ValueError:
+            print("warning: %s: ignoring %r (knobs: %s)" % (OVERRIDE_ENV, part, ", ".join(_KNOBS)),
+                  file=sys.stderr)
+    return out
 
 
 def host_rss_mb() -> float:
@@ -56,6 +77,12 @@ class MemoryWatchdog(object):
                  window: int = 8, threshold_mb: float = 64.0, min_positive: float = 0.75,
                  stream: Optional[TextIO] = None,
                  sampler: Optional[Callable[[], dict]] = None) -> None:
+        knobs = env_overrides()
+        every = int(knobs.get("every", every))
+        warmup = int(knobs.get("warmup", warmup))
+        window = int(knobs.get("window", window))
+        threshold_mb = knobs.get("threshold_mb", threshold_mb)
+        min_positive = knobs.get("min_positive", min_positive)
         self.device = device
         self.log_scalar = log_scalar
         self.every = max(1, int(every))
