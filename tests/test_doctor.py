@@ -1,0 +1,182 @@
+"""``mapush doctor`` / preflight: each check with the GPU facts injected."""
+import json
+
+import pytest
+
+from mapush.diagnostics import doctor
+from mapush.diagnostics.doctor import FAIL, OK, SKIP, WARN, Options
+from mapush.diagnostics.gpu import DeviceFacts, GpuFacts, arch_support
+from mapush.errors import MapushError
+from mapush.spec import RunSpec
+from tests.conftest import DOUBLE_ROOT, double_env, run_mapush
+
+CU116_ARCHS = ["sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"]
+
+
+def facts(name="NVIDIA GeForce RTX 2070", cap=(7, 5), free_mb=7757.0, total_mb=8192.0,
+          driver="535.274.02", count=1, archs=None):
+    return GpuFacts(devices=[DeviceFacts(i, name, cap, total_mb, free_mb) for i in range(count)],
+                    driver_version=driver, torch_version="1.13.1+cu116", torch_cuda="11.6",
+                    arch_list=list(CU116_ARCHS if archs is None else archs),
+                    cuda_available=count > 0, nvidia_smi=True,
+                    error=None if count else "no CUDA-capable device is detected")
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+@pytest.fixture
+def healthy(tmp_path, monkeypatch):
+    """Isaac Gym, patch records and MAPush present: only the GPU facts vary."""
+    records = tmp_path / "records"
+    records.mkdir()
+    for component in doctor.PATCH_COMPONENTS:
+        (records / ("%s.json" % component)).write_text(json.dumps(
+            {"component": component, "status": "applied",
+             "patches": [{"name": "0001-fix.patch", "sha256": "0" * 64}]}))
+    monkeypatch.setenv("MAPUSH_PATCH_RECORDS", str(records))
+    monkeypatch.setenv("MAPUSH_ROOT", str(DOUBLE_ROOT))
+    monkeypatch.syspath_prepend(str(DOUBLE_ROOT.parent))  # the mqe double
+    monkeypatch.setattr(doctor, "probe_isaacgym", lambda: (str(tmp_path / "isaacgym"), ""))
+    monkeypatch.delenv("MAPUSH_CONTACT_PAIRS_MULTIPLIER", raising=False)
+    return records
+
+
+def checks_for(gpu, **opts):
+    checks, _ = doctor.run_checks(Options(**opts), facts=gpu)
+    return by_name(checks)
+
+
+def test_healthy_machine_passes_every_check(healthy):
+    checks = checks_for(facts(), num_envs=200)
+    assert {c.status for c in checks.values()} == {OK}, [c.line() for c in checks.values()]
+
+
+def test_no_gpu_fails_with_the_container_toolkit_hint(healthy):
+    check = checks_for(facts(count=0))["gpu"]
+    assert check.status == FAIL
+    assert "--gpus" in check.fix and "nvidia-ctk" in check.fix and "NVIDIA Container Toolkit" in check.fix
+
+
+def test_requested_gpu_index_beyond_the_visible_ones_fails(healthy):
+    check = checks_for(facts(count=1), sim_device="cuda:1", rl_device="cuda:1")["gpu"]
+    assert check.status == FAIL and "cuda:1" in check.message
+
+
+def test_hopper_with_the_cu116_build_fails_naming_the_way_out(healthy):
+    check = checks_for(facts(name="NVIDIA H100 80GB HBM3", cap=(9, 0), free_mb=80000))["gpu_arch"]
+    assert check.status == FAIL
+    assert "sm_90" in check.message and "no kernel image" in check.message
+    assert "cu118" in check.fix and "TORCH_VERSION" in check.fix
+
+
+def test_ada_runs_ampere_kernels(healthy):
+    check = checks_for(facts(name="NVIDIA GeForce RTX 4090", cap=(8, 9), free_mb=23000))["gpu_arch"]
+    assert check.status == OK and "sm_86" in check.message
+
+
+def test_arch_support_rules():
+    assert arch_support((8, 6), CU116_ARCHS) == ("native", "sm_86")
+    assert arch_support((8, 9), CU116_ARCHS) == ("compatible", "sm_86")
+    assert arch_support((9, 0), CU116_ARCHS) == ("none", "")
+    assert arch_support((9, 0), CU116_ARCHS + ["compute_86"]) == ("ptx", "compute_86")
+    assert arch_support((12, 0), ["sm_80", "sm_90"]) == ("none", "")
+
+
+@pytest.mark.parametrize("driver,status", [("440.33.01", FAIL), ("450.80.02", WARN),
+                                           ("470.57.02", WARN), ("510.39.01", OK),
+                                           ("580.95.05", OK), (None, WARN)])
+def test_driver_minimum_for_cuda_11(healthy, driver, status):
+    check = checks_for(facts(driver=driver))["driver"]
+    assert check.status == status, check.line()
+    if status == FAIL:
+        assert "450.80.02" in check.fix
+
+
+def test_too_little_memory_for_the_envs_fails_and_suggests_fewer(healthy):
+    check = checks_for(facts(free_mb=2500.0), num_envs=4096)["gpu_memory"]
+    assert check.status == FAIL and "--num-envs" in check.fix
+    assert checks_for(facts(free_mb=2500.0), num_envs=50)["gpu_memory"].status == OK
+
+
+def test_upstream_multiplier_override_on_8_gb_fails(healthy, monkeypatch):
+    monkeypatch.setenv("MAPUSH_CONTACT_PAIRS_MULTIPLIER", "5")
+    check = checks_for(facts(), num_envs=200)["gpu_memory"]
+    assert check.status == FAIL and "MAPUSH_CONTACT_PAIRS_MULTIPLIER" in check.fix
+
+
+def test_mismatched_devices_warn(healthy):
+    check = checks_for(facts(count=2), sim_device="cuda:0", rl_device="cuda:1")["devices"]
+    assert check.status == WARN and "cuda:0" in check.message and "cuda:1" in check.message
+
+
+def test_cpu_only_run_skips_gpu_checks_without_probing(healthy):
+    def no_probe():
+        raise AssertionError("GPU facts gathered for a CPU-only run")
+
+    checks, gpu = doctor.run_checks(Options(sim_device="cpu", rl_device="cpu"), gather=no_probe)
+    named = by_name(checks)
+    assert gpu is None
+    assert all(named[n].status == SKIP for n in ("gpu", "driver", "gpu_arch", "gpu_memory"))
+    assert not doctor.failed(checks)
+
+
+def test_missing_patch_record_fails(healthy):
+    (healthy / "mapush.json").unlink()
+    check = checks_for(facts())["patches"]
+    assert check.status == FAIL and "mapush: no record" in check.message
+
+
+def test_mapush_not_found_fails(healthy, monkeypatch, tmp_path):
+    monkeypatch.setenv("MAPUSH_ROOT", str(tmp_path / "nowhere"))
+    check = checks_for(facts())["mapush"]
+    assert check.status == FAIL and "MAPUSH_ROOT" in check.fix
+
+
+def test_gymtorch_build_is_found_in_torch_extensions_dir(tmp_path, monkeypatch):
+    pkg = tmp_path / "isaacgym"
+    (pkg / "_bindings" / "src" / "gymtorch").mkdir(parents=True)
+    ext = tmp_path / "ext"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(ext))
+    state = {"isaacgym_dir": str(pkg)}
+    missing = doctor.check_gymtorch(Options(), state)
+    assert missing.status in (WARN, FAIL) and str(ext) in missing.message
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    assert doctor.check_gymtorch(Options(), state).status == FAIL  # no ninja/g++ to build it
+    (ext / "gymtorch").mkdir(parents=True)
+    (ext / "gymtorch" / "gymtorch.so").write_bytes(b"\x7fELF")
+    assert doctor.check_gymtorch(Options(), state).status == OK
+
+
+def test_cli_json_with_fake_gpu_file(tmp_path):
+    fake = tmp_path / "gpu.json"
+    fake.write_text(json.dumps(facts(name="NVIDIA H200", cap=(9, 0), free_mb=140000).to_dict()))
+    out = run_mapush(["doctor", "--num-envs", "8", "--json"],
+                     env=double_env(MAPUSH_FAKE_GPU=fake), timeout=120)
+    report = json.loads(out.stdout)
+    assert out.returncode == 1 and report["ok"] is False
+    named = {c["name"]: c for c in report["checks"]}
+    assert named["gpu_arch"]["status"] == FAIL and "sm_90" in named["gpu_arch"]["message"]
+    assert named["gpu"]["status"] == OK and named["isaacgym"]["status"] == OK
+    assert report["gpu"]["devices"][0]["name"] == "NVIDIA H200"
+
+
+def test_cli_text_one_line_per_check_and_exit_status(tmp_path, healthy):
+    fake = tmp_path / "gpu.json"
+    fake.write_text(json.dumps(facts().to_dict()))
+    env = double_env(MAPUSH_FAKE_GPU=fake, MAPUSH_PATCH_RECORDS=healthy)
+    out = run_mapush(["doctor", "--num-envs", "200"], env=env, timeout=120)
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(lines) == 10 and lines[-1] == "doctor: all checks passed"
+    assert all(line.startswith("[ok]") for line in lines[:-1])
+
+
+def test_preflight_raises_on_a_failing_check(healthy, monkeypatch):
+    spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=8, steps=10, seed=1,
+                   run_dir="unused", sim_device="cpu", rl_device="cpu")
+    assert not doctor.failed(doctor.preflight(spec))
+    monkeypatch.setattr(doctor, "probe_isaacgym", lambda: (None, "no module named isaacgym"))
+    with pytest.raises(MapushError, match="preflight failed: isaacgym"):
+        doctor.preflight(spec)
