@@ -123,9 +123,9 @@ def test_cpu_only_run_skips_gpu_checks_without_probing(healthy):
 
 
 def test_missing_patch_record_fails(healthy):
-    (healthy / "mapush.json").unlink()
+    (healthy / "harl.json").unlink()
     check = checks_for(facts())["patches"]
-    assert check.status == FAIL and "mapush: no record" in check.message
+    assert check.status == FAIL and "harl: no record" in check.message
 
 
 def test_mapush_not_found_fails(healthy, monkeypatch, tmp_path):
@@ -180,3 +180,20 @@ def test_preflight_raises_on_a_failing_check(healthy, monkeypatch):
     monkeypatch.setattr(doctor, "probe_isaacgym", lambda: (None, "no module named isaacgym"))
     with pytest.raises(MapushError, match="preflight failed: isaacgym"):
         doctor.preflight(spec)
+
+
+def test_upstream_fixture_records_pass_preflight_on_the_double(upstream, monkeypatch):
+    """openrl + harl records and the mqe double (no MAPush tree under MAPUSH_ROOT): the
+    missing mapush record is a warning there, a failure with a real MAPush tree."""
+    monkeypatch.setenv("MAPUSH_PATCH_RECORDS", str(upstream["records"]))
+    monkeypatch.setenv("MAPUSH_ROOT", str(DOUBLE_ROOT))
+    check = doctor.check_patches(Options(), {})
+    assert check.status == WARN and "openrl" in check.message and "harl" in check.message
+
+
+def test_missing_mapush_record_fails_with_a_mapush_tree(healthy, tmp_path, monkeypatch):
+    root = tmp_path / "mapush"
+    (root / "mqe").mkdir(parents=True)
+    monkeypatch.setenv("MAPUSH_ROOT", str(root))
+    (healthy / "mapush.json").unlink()
+    assert doctor.check_patches(Options(), {}).status == FAIL

@@ -285,10 +285,16 @@ def check_patches(_opts: Options, _state: Dict[str, Any]) -> Check:
     from mapush.provenance import patch_record_dir, patch_records
 
     records = {r.get("component"): r for r in patch_records()}
-    bad = []
+    # The mapush patches apply to the MAPush tree at $MAPUSH_ROOT; when mqe is loaded from
+    # elsewhere on the path (not a checkout under MAPUSH_ROOT) there is no tree they apply to.
+    root_has_mqe = (mapush_root() / "mqe").is_dir()
+    bad, notes = [], []
     for component in PATCH_COMPONENTS:
         record = records.get(component)
-        if record is None:
+        if record is None and component == "mapush" and not root_has_mqe:
+            notes.append("mapush: no record, and no MAPush tree at %s to patch (mqe comes from "
+                         "the Python path)" % mapush_root())
+        elif record is None:
             bad.append("%s: no record" % component)
         elif record.get("error") or record.get("status") not in ("applied", "already-applied") \
                 or not record.get("patches"):
@@ -299,8 +305,13 @@ def check_patches(_opts: Options, _state: Dict[str, Any]) -> Check:
                      % (patch_record_dir(), "; ".join(bad)),
                      "use the image ('make build' applies them with patches/apply), or run "
                      "'patches/apply COMPONENT DIR --record-dir DIR' and set MAPUSH_PATCH_RECORDS")
-    names = sum(len(records[c].get("patches", [])) for c in PATCH_COMPONENTS)
-    return Check("patches", OK, "%d patches recorded for %s" % (names, ", ".join(PATCH_COMPONENTS)))
+    found = [c for c in PATCH_COMPONENTS if c in records]
+    names = sum(len(records[c].get("patches", [])) for c in found)
+    message = "%d patches recorded for %s" % (names, ", ".join(found))
+    if notes:
+        return Check("patches", WARN, message + "; " + "; ".join(notes),
+                     "point MAPUSH_ROOT at the patched MAPush checkout (the image: /opt/mapush)")
+    return Check("patches", OK, message)
 
 
 def check_mapush(opts: Options, _state: Dict[str, Any]) -> Check:
