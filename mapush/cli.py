@@ -98,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="success rate, finished time, collision and "
                                      "collaboration degree of a checkpoint")
-    ev.add_argument("--checkpoint", required=True, metavar="PATH")
+    which = ev.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", metavar="PATH")
+    which.add_argument("--run", metavar="DIR",
+                       help="evaluate every checkpoint of a run into DIR/eval.jsonl")
     ev.add_argument("--num-envs", type=positive_int, default=300)
     ev.add_argument("--sim-device", type=device, default="cuda:0")
     ev.add_argument("--rl-device", type=device, default="cuda:0")

@@ -53,13 +53,19 @@ def _env_list(name, n, default):
 
 
 def _forbid_cuda():
-    def refuse(*_a, **_k):
-        raise AssertionError("MQE double: CUDA was touched with MQE_DOUBLE_FORBID_CUDA=1")
+    # One function per name: torch._dynamo (imported lazily, e.g. by torch.optim) refuses
+    # to see one function object under two torch names.
+    def refuser(name):
+        def refuse(*_a, **_k):
+            raise AssertionError("MQE double: %s touched CUDA with MQE_DOUBLE_FORBID_CUDA=1"
+                                 % name)
 
-    torch.Tensor.cuda = refuse
-    torch.cuda.current_device = refuse
-    torch.cuda.synchronize = refuse
-    torch.cuda.set_device = refuse
+        return refuse
+
+    torch.Tensor.cuda = refuser("Tensor.cuda")
+    torch.cuda.current_device = refuser("torch.cuda.current_device")
+    torch.cuda.synchronize = refuser("torch.cuda.synchronize")
+    torch.cuda.set_device = refuser("torch.cuda.set_device")
 
 
 class Go1PushMidDoubleCfg(object):

@@ -1,0 +1,108 @@
+"""The MQE env as the vectorised env OpenRL's ``PPONet``/``PPOAgent`` drive.
+
+OpenRL expects numpy in and out with a leading env axis (``agent_num``,
+``parallel_env_num``, spaces, ``reset``/``step``, ``use_monitor``, ``batch_rewards``), as
+MAPush's ``mqe_openrl_wrapper`` provides. Differences from upstream's wrapper: actions go to
+``env.device`` (upstream calls ``.cuda()`` whatever the sim device, seed 003), each step makes
+one host copy instead of three, and the episode statistics and reward terms come from
+:mod:`mapush.envs.stats`, shared with the HARL adapter.
+"""
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms
+
+# MAPush's recipe halves the policy's output before clipping it to the env's [-1, 1] box.
+ACTION_SCALE = 0.5
+
+
+def to_env_actions(actions: Any, device: Any, scale: float = ACTION_SCALE) -> torch.Tensor:
+    """Policy output (numpy or tensor, ``(num_envs, num_agents, act_dim)``) -> the tensor
+    ``env.step`` takes: scaled, clipped, float32 on the env's device."""
+    act = torch.as_tensor(actions, dtype=torch.float32, device=device)
+    return (act * scale).clamp(-1.0, 1.0)
+
+
+class OpenRLEnv(object):
+    """Wraps the env returned by :func:`mapush.sim.make_env` for OpenRL.
+
+    ``batch_rewards`` (called by OpenRL once per rollout) returns the scalars for OpenRL's
+    logger, already named by the shared TensorBoard convention: ``reward/<term>`` and
+    ``metrics/<name>``.
+    """
+
+    env_name = "go1push_mid"
+
+    def __init__(self, env: Any, window: int = DEFAULT_WINDOW,
+                 action_scale: float = ACTION_SCALE) -> None:
+        self.env = env
+        self.device = torch.device(str(env.device))
+        self.agent_num = int(env.num_agents)
+        self.parallel_env_num = int(env.num_envs)
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.action_scale = float(action_scale)
+        self.stats = EpisodeStats.for_env(env, window=window)
+        self.env_steps = 0  # vectorised steps x num_envs, since creation
+
+    # -- the interface OpenRL uses ------------------------------------------------------
+    @property
+    def use_monitor(self) -> bool:
+        return False
+
+    @property
+    def num_envs(self) -> int:
+        return self.parallel_env_num
+
+    def reset(self, seed: Optional[int] = None, **_kwargs: Any) -> np.ndarray:
+        """All envs; the seed was applied when the simulation was created (MQE's reset
+        takes none)."""
+        return self.env.reset().detach().cpu().numpy()
+
+    def step(self, actions: Any, extra_data: Optional[Dict[str, Any]] = None,
+             **_kwargs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Dict[str, Any]]]:
+        obs, reward, done = self.step_tensors(actions)
+        return self._to_host(obs, reward, done)
+
+    def batch_rewards(self, _buffer: Any = None) -> Dict[str, float]:
+        """Reward terms since the last call and the recent episodes' metrics."""
+        infos = {"reward/%s" % k: v for k, v in drain_reward_terms(self.env).items()}
+        infos.update({"metrics/%s" % k: v for k, v in self.stats.summary().items()
+                      if k != "episodes"})
+        return infos
+
+    def close(self, **_kwargs: Any) -> None:
+        close = getattr(self.env, "close", None)  # Go1 has none
+        if callable(close):
+            close()
+
+    # -- helpers ------------------------------------------------------------------------
+    def step_tensors(self, actions: Any) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One env step on the device (no host copy): ``obs, reward, done``."""
+        act = to_env_actions(actions, self.device, self.action_scale)
+        obs, reward, done, _info = self.env.step(act)
+        self.stats.update(self.env, done)
+        self.env_steps += self.parallel_env_num
+        return obs, reward, done
+
+    def _to_host(self, obs: torch.Tensor, reward: torch.Tensor,
+                 done: torch.Tensor) -> Tuple[np.ndarray, np.ndarray, np.ndarray,
+                                              List[Dict[str, Any]]]:
+        n, a = self.parallel_env_num, self.agent_num
+        flat = torch.cat([obs.reshape(n, -1).float(), reward.reshape(n, a).float(),
+                          done.reshape(n, 1).float()], dim=1)
+        host = flat.detach().cpu().numpy()
+        obs_dim = obs.shape[-1]
+        obs_np = host[:, : a * obs_dim].reshape(n, a, obs_dim)
+        rewards = host[:, a * obs_dim: a * obs_dim + a].reshape(n, a, 1)
+        dones = np.repeat(host[:, -1:] > 0.5, a, axis=1)
+        return obs_np, rewards, dones, [{} for _ in range(n)]
+
+    def __getattr__(self, name: str) -> Any:
+        # MQE's buffers (init_reset_buf, finished_buf, dt, ...) read through, as upstream's
+        # gym.Wrapper did; only called for names not found on the adapter itself.
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)

@@ -1,0 +1,322 @@
+"""``mapush eval``: the paper's metrics of a checkpoint, by MAPush's calculator mode.
+
+Every env runs until it has finished its first episode (MQE's ``init_reset_buf``); then
+success rate = mean(``init_finished_buf``), finished time = mean(``init_episode_length_buf``
+x ``dt``), collision / collaboration degree = mean over the successful envs of the counter
+over the episode length. ``--checkpoint PATH`` prints one JSON object on stdout (logs go to
+stderr); ``--run DIR`` evaluates every checkpoint of a run into ``DIR/eval.jsonl`` (one JSON
+line per checkpoint, rewritten atomically after each) with a progress bar on stderr.
+
+Each checkpoint is evaluated in a fresh child process (``python -m mapush.evaluate``): Isaac
+Gym must be imported before torch, the calculator's first-episode buffers exist once per
+simulation, a crash in PhysX is reported instead of killing the command, and the child
+leaves with ``os._exit`` (Isaac Gym can segfault in interpreter teardown).
+"""
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from mapush.errors import MapushError, UsageError
+from mapush.run.atomic import write_text
+from mapush.run.checkpoints import checkpoints_dir, latest_checkpoint, list_checkpoints, \
+    read_meta
+from mapush.spec import HARL_ALGOS, RunSpec
+
+EVAL_FILE = "eval.jsonl"
+MODULE_FILE = "module.pt"
+METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
+DEFAULT_TASK = "go1push_mid"
+DEFAULT_OBJECT = "cuboid"
+
+
+# -- parent side: which checkpoint, which run -------------------------------------------
+def resolve_checkpoint(target: str) -> Path:
+    """``--checkpoint PATH``: a checkpoint folder, its ``module.pt``, or a run directory
+    (its newest complete checkpoint)."""
+    path = Path(target)
+    if not path.exists():
+        raise UsageError("--checkpoint %s: no such checkpoint folder or file" % target)
+    if path.is_file():
+        return path.parent
+    if read_meta(path) is not None or (path / MODULE_FILE).is_file():
+        return path
+    if (path / "config.json").is_file():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise UsageError("--checkpoint %s: the run has no complete checkpoint in %s"
+                             % (target, checkpoints_dir(path)))
+        return latest[1]
+    raise UsageError("--checkpoint %s: not a checkpoint (no meta.json or %s) nor a run "
+                     "directory (no config.json)" % (target, MODULE_FILE))
+
+
+def describe(checkpoint: Path) -> Dict[str, Any]:
+    """What the child needs to rebuild the checkpoint's env: algo, task, object and the
+    run's ``--config``, from the checkpoint's meta.json and its run's config.json."""
+    meta = read_meta(checkpoint) or {}
+    run_spec = {}  # type: Dict[str, Any]
+    config = checkpoint.parent.parent / "config.json"
+    if checkpoint.parent.name == "checkpoints" and config.is_file():
+        try:
+            run_spec = json.loads(config.read_text()).get("spec", {}) or {}
+        except ValueError:
+            run_spec = {}
+    info = {
+        "checkpoint": str(checkpoint),
+        "step": meta.get("step"),
+        "algo": meta.get("algo") or run_spec.get("algo") or "ppo",
+        "task": meta.get("task") or run_spec.get("task") or DEFAULT_TASK,
+        "object": meta.get("object") or run_spec.get("object"),
+        "config": run_spec.get("config"),
+    }
+    if not info["object"]:
+        print("mapush eval: %s names no object (no meta.json/config.json); assuming %s"
+              % (checkpoint, DEFAULT_OBJECT), file=sys.stderr)
+        info["object"] = DEFAULT_OBJECT
+    return info
+
+
+def child_command(info: Dict[str, Any], args: argparse.Namespace) -> List[str]:
+    request = dict(info, num_envs=args.num_envs, sim_device=args.sim_device,
+                   rl_device=args.rl_device, seed=args.seed)
+    return [sys.executable, "-m", "mapush.evaluate", json.dumps(request, sort_keys=True)]
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
+
+
+def evaluate_in_child(info: Dict[str, Any], args: argparse.Namespace,
+                      capture_stderr: bool) -> Tuple[int, Optional[Dict[str, Any]], str]:
+    """Run one evaluation child: ``(exit status, result or None, last stderr line)``."""
+    proc = subprocess.run(child_command(info, args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE if capture_stderr else None,
+                          universal_newlines=True)
+    last = ""
+    if capture_stderr:
+        lines = [line for line in (proc.stderr or "").splitlines() if line.strip()]
+        last = lines[-1] if lines else ""
+    if proc.returncode < 0:
+        last = "error: the evaluation process died from %s" % _signal_name(-proc.returncode)
+    result = None
+    if proc.returncode == 0:
+        out = [line for line in proc.stdout.splitlines() if line.strip()]
+        try:
+            result = json.loads(out[-1]) if out else None
+        except ValueError:
+            result = None
+        if result is None:
+            return 1, None, "error: the evaluation process printed no result"
+    return proc.returncode, result, last
+
+
+def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
+    """Every complete checkpoint of ``run_dir``, oldest first, into ``eval.jsonl``."""
+    if not run_dir.is_dir():
+        raise UsageError("--run %s: no such run directory" % run_dir)
+    found = list_checkpoints(run_dir)
+    if not found:
+        raise UsageError("--run %s: no complete checkpoint in %s; train first or pass "
+                         "another run" % (run_dir, checkpoints_dir(run_dir)))
+    records = []  # type: List[Dict[str, Any]]
+    failed = 0
+    bar = _progress(len(found))
+    try:
+        for _step, path, _meta in found:
+            info = describe(path)
+            bar.set_description(path.name)
+            code, result, last = evaluate_in_child(info, args, capture_stderr=True)
+            if result is None:
+                failed += 1
+                result = {"checkpoint": str(path), "step": info["step"],
+                          "error": last or "exit status %d" % code}
+                bar.write("%s: %s" % (path.name, result["error"]))
+            records.append(result)
+            write_text(run_dir / EVAL_FILE,
+                       "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+            bar.update(1)
+    finally:
+        bar.close()
+    for record in records:
+        print(json.dumps(record, sort_keys=True))
+    print("mapush eval: %d checkpoint(s) -> %s" % (len(records), run_dir / EVAL_FILE),
+          file=sys.stderr)
+    if failed:
+        print("error: %d of %d checkpoints could not be evaluated; their lines in %s say why"
+              % (failed, len(records), run_dir / EVAL_FILE), file=sys.stderr)
+        return 1
+    return 0
+
+
+class _TextBar(object):
+    """A minimal stand-in for tqdm when it is not installed."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n, self.desc = total, 0, ""
+
+    def set_description(self, desc: str) -> None:
+        self.desc = desc
+
+    def update(self, n: int) -> None:
+        self.n += n
+        print("[%d/%d] %s" % (self.n, self.total, self.desc), file=sys.stderr)
+
+    def write(self, text: str) -> None:
+        print(text, file=sys.stderr)
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _TextBar(total)
+    return tqdm(total=total, file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    if getattr(args, "run", None):
+        return evaluate_run(Path(args.run), args)
+    info = describe(resolve_checkpoint(args.checkpoint))
+    code, result, _last = evaluate_in_child(info, args, capture_stderr=False)
+    if code < 0:
+        raise MapushError("evaluating %s: the evaluation process died from %s"
+                          % (info["checkpoint"], _signal_name(-code)))
+    if result is None:
+        return code or 1  # the child printed its own error line
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+# -- child side: the calculator ---------------------------------------------------------
+def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int) -> Dict[str, Any]:
+    """Step ``env`` with ``policy(obs_numpy) -> action tensor`` until every env has ended
+    its first episode; the paper's metrics from MQE's first-episode buffers."""
+    import torch
+
+    obs = env.reset()
+    steps = 0
+    with torch.no_grad():
+        while not bool(env.init_reset_buf.all()):
+            if steps >= max_steps:
+                raise MapushError("evaluation: %d of %d envs had not finished their first "
+                                  "episode after %d steps"
+                                  % (int((~env.init_reset_buf.bool()).sum()), env.num_envs,
+                                     steps))
+            obs, _reward, _done, _info = env.step(policy(obs.detach().cpu().numpy()))
+            steps += 1
+    finished = env.init_finished_buf.bool()
+    length = env.init_episode_length_buf.double()
+    result = {
+        "success_rate": float(finished.double().mean()),
+        "finished_time": float((length * float(env.dt)).mean()),
+        "collision_degree": None, "collaboration_degree": None,
+        "num_envs": int(env.num_envs), "eval_steps": steps,
+    }  # type: Dict[str, Any]
+    if bool(finished.any()):
+        for key, buf in (("collision_degree", env.collision_degree_buf),
+                         ("collaboration_degree", env.collaboration_degree_buf)):
+            value = float((buf[finished].double() / length[finished]).mean())
+            result[key] = value if math.isfinite(value) else None
+    return result
+
+
+def _ppo_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], Any]:
+    from openrl.modules.common import PPONet
+    from openrl.runners.common import PPOAgent
+
+    from mapush.envs.openrl_env import OpenRLEnv, to_env_actions
+    from mapush.trainers.openrl_trainer import load_module, openrl_config, use_module
+
+    user_config = spec.config if spec.config and Path(spec.config).is_file() else None
+    if spec.config and user_config is None:
+        print("mapush eval: the run's --config %s is gone; using the shipped ppo.yaml"
+              % spec.config, file=sys.stderr)
+    cfg = openrl_config(spec, user_config)
+    agent = PPOAgent(PPONet(OpenRLEnv(env), cfg=cfg, device=spec.rl_device))
+    use_module(agent, load_module(checkpoint, spec.rl_device, what="--checkpoint"))
+
+    def policy(obs: Any) -> Any:
+        actions, _ = agent.act(obs, deterministic=True)
+        return to_env_actions(actions, env.device)
+
+    return policy
+
+
+def _harl_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], Any]:
+    import torch
+
+    from mapush.trainers.harl_trainer import load_actor
+
+    actor = load_actor(checkpoint, env, spec.rl_device)
+
+    def policy(obs: Any) -> Any:
+        return torch.as_tensor(actor(obs), dtype=torch.float32, device=env.device)
+
+    return policy
+
+
+def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
+    """In the child: build the checkpoint's env, load its policy, run the calculator."""
+    from mapush import sim
+
+    sim.import_isaacgym()  # before torch
+    checkpoint = Path(request["checkpoint"])
+    spec = RunSpec(algo=request["algo"], task=request["task"], object=request["object"],
+                   num_envs=int(request["num_envs"]), steps=1, seed=int(request["seed"]),
+                   run_dir=str(checkpoint.parent.parent), sim_device=request["sim_device"],
+                   rl_device=request["rl_device"], config=request.get("config"))
+    env, _cfg = sim.make_env(spec)
+    if spec.algo in HARL_ALGOS:
+        policy = _harl_policy(env, spec, checkpoint)
+    else:
+        policy = _ppo_policy(env, spec, checkpoint)
+    max_steps = 2 * int(env.max_episode_length) + 10
+    metrics = calculator(env, policy, max_steps)
+    result = {"checkpoint": str(checkpoint), "step": request.get("step"), "algo": spec.algo,
+              "task": spec.task, "object": spec.object}
+    result.update(metrics)
+    return result
+
+
+def child_main(argv: List[str]) -> None:
+    # stdout carries the one JSON result: anything a library prints goes to stderr instead.
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    code = 0
+    try:
+        if len(argv) != 1:
+            raise MapushError("usage: python -m mapush.evaluate REQUEST_JSON")
+        result = evaluate_checkpoint(json.loads(argv[0]))
+        os.write(result_fd, (json.dumps(result, sort_keys=True) + "\n").encode())
+    except MapushError as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        code = exc.exit_code
+    except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
+        traceback.print_exc()
+        print("error: evaluation failed: %s: %s"
+              % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""),
+              file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - leaving anyway
+            pass
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1:])

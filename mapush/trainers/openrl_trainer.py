@@ -1,0 +1,372 @@
+"""PPO through OpenRL: MAPush's recipe (``openrl_ws/train.py``) inside a run directory.
+
+Same network, agent and hyper-parameters as upstream (``configs/ppo.yaml``), but: the env
+comes from :func:`mapush.sim.make_env` (no config file copied over MAPush's sources), logs and
+checkpoints go into the run directory (no ``./log``, no hard-coded wandb entity, no results
+moved by hand), checkpoints are atomic and resumable (step count, TensorBoard axis, LR
+schedule), and SIGINT/SIGTERM end the run with a final checkpoint.
+
+Runs in the training child, after :func:`mapush.sim.import_isaacgym`.
+"""
+import hashlib
+import inspect
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from openrl.configs.config import create_config_parser
+from openrl.drivers.onpolicy_driver import OnPolicyDriver
+from openrl.modules.common import PPONet
+from openrl.runners.common import PPOAgent
+from openrl.utils.callbacks.checkpoint_callback import CheckpointCallback
+from openrl.utils.logger import Logger
+
+from mapush import sim
+from mapush.envs.openrl_env import OpenRLEnv
+from mapush.errors import UsageError
+from mapush.run import phases
+from mapush.run.atomic import write_json
+from mapush.run.checkpoints import atomic_checkpoint, checkpoints_dir
+from mapush.run.context import RunContext
+from mapush.run.watchdog import MemoryWatchdog
+from mapush.spec import RunSpec
+
+SHIPPED_CONFIG = Path(__file__).resolve().parent / "configs" / "ppo.yaml"
+MODULE_FILE = "module.pt"
+NAME_PREFIX = "rl_model"  # OpenRL's checkpoint names: rl_model_<step>_steps
+RESOLVED_CONFIG = "openrl_config.json"
+
+
+# -- configuration ----------------------------------------------------------------------
+def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
+    """OpenRL's config for the run: OpenRL's defaults, then ``configs/ppo.yaml`` (the
+    recipe), then the user's ``--config`` YAML, then what the command line decides (seed,
+    run directory, wandb); upstream's Isaac Gym fields are merged in, as ``get_args`` did.
+    A bad YAML is a UsageError naming the file."""
+    parser = create_config_parser()
+    parser.exit_on_error = False
+    argv = ["--config", str(SHIPPED_CONFIG)]
+    if user_config:
+        if not str(user_config).endswith(".yaml"):
+            raise UsageError("--config %s: OpenRL reads only files named *.yaml; rename it"
+                             % user_config)
+        argv += ["--config", str(user_config)]
+    try:
+        cfg = parser.parse_args(argv)
+    except Exception as exc:  # jsonargparse/argparse errors, YAML errors
+        raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
+                         % (user_config or SHIPPED_CONFIG, str(exc).splitlines()[0]))
+    cfg.config = None  # a deleted temporary file by now; keep it out of pickles
+    cfg.seed = spec.seed
+    cfg.run_dir = str(spec.run_dir)
+    cfg.experiment_name = spec.object
+    cfg.disable_wandb = not spec.use_wandb
+    cfg.log_each_episode = False  # our logger reports progress itself
+    for key, value in vars(sim.build_args(spec)).items():
+        if not hasattr(cfg, key):
+            setattr(cfg, key, value)
+    return cfg
+
+
+def plain_config(cfg: Any) -> Dict[str, Any]:
+    """The resolved config as JSON-able values (for the run directory)."""
+    out = {}
+    for key, value in sorted(vars(cfg).items()):
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value
+        else:
+            out[key] = str(value)
+    return out
+
+
+# -- logging ----------------------------------------------------------------------------
+class RunLogger(Logger):
+    """OpenRL's Logger writing into the run directory: TensorBoard events in
+    ``<run_dir>/logs/`` (one event file, tags by the shared convention), text log in
+    ``<run_dir>/log.txt`` and on stderr, wandb only when asked (no entity of anyone's)."""
+
+    def __init__(self, cfg: Any, spec: RunSpec) -> None:
+        self.spec = spec
+        super().__init__(cfg, project_name="MAPush", scenario_name=spec.task, wandb_entity=None,
+                         exp_name=spec.object, log_path=str(spec.run_dir),
+                         use_wandb=spec.use_wandb, use_tensorboard=True)
+
+    def _init(self) -> None:
+        from tensorboardX import SummaryWriter
+
+        run_dir = Path(self.log_path)
+        self.run_dir = run_dir
+        self.log_dir = str(run_dir / "logs")
+        os.makedirs(self.log_dir, exist_ok=True)
+        root = logging.getLogger()
+        for handler in root.handlers[:]:
+            root.removeHandler(handler)
+        fmt = logging.Formatter("%(asctime)s [%(levelname)s] %(message)s")
+        for handler in (logging.StreamHandler(sys.stderr),
+                        logging.FileHandler(str(run_dir / "log.txt"))):
+            handler.setFormatter(fmt)
+            root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        self.writter = SummaryWriter(self.log_dir)
+        if self.use_wandb:
+            import wandb
+
+            wandb.init(project=self.project_name, entity=None, dir=str(run_dir),
+                       name="%s_%s_seed%d" % (self.scenario_name, self.exp_name, self.spec.seed),
+                       config=plain_config(self.cfg), job_type="training", resume="allow",
+                       id=run_dir.name)
+
+    def log_scalar(self, tag: str, value: float, step: int) -> None:
+        self.writter.add_scalar(tag, float(value), int(step))
+        if self.use_wandb:
+            import wandb
+
+            wandb.log({tag: float(value)}, step=int(step))
+
+    def log_info(self, infos: Dict[str, Any], step: int) -> None:
+        """OpenRL's losses become ``train/<name>``; names with a ``/`` are kept."""
+        lines = []
+        for key, value in infos.items():
+            if isinstance(value, torch.Tensor):
+                value = value.item()
+            if not isinstance(value, (int, float)):
+                value = float(np.mean(value))
+            tag = key if "/" in key else "train/" + key
+            self.log_scalar(tag, value, step)
+            lines.append("%s=%.4g" % (tag, value))
+        if lines:
+            logging.info("step %d: %s", step, " ".join(lines))
+
+    def log_learner_info(self, leaner_id: int, infos: Dict[str, Any], step: int) -> None:
+        self.log_info(infos, step)
+
+    def flush(self) -> None:
+        self.writter.flush()
+
+    def close(self) -> None:
+        self.writter.close()
+        if self.use_wandb:
+            import wandb
+
+            wandb.finish()
+
+
+# -- checkpoints ------------------------------------------------------------------------
+def _digest(path: Path) -> Dict[str, Any]:
+    sha = hashlib.sha256()
+    with open(str(path), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            sha.update(block)
+    return {"bytes": path.stat().st_size, "sha256": sha.hexdigest()}
+
+
+def _torch_load(path: Path, device: torch.device) -> Any:
+    # OpenRL pickles the whole module; torch >= 2.6 refuses that unless asked explicitly.
+    if "weights_only" in inspect.signature(torch.load).parameters:
+        return torch.load(str(path), map_location=device, weights_only=False)
+    return torch.load(str(path), map_location=device)  # pragma: no cover - old torch
+
+
+def _retarget(module: Any, device: torch.device) -> None:
+    """Point a loaded OpenRL module's device bookkeeping (``tpdv``) at ``device``."""
+    module.device = device
+    for model in getattr(module, "models", {}).values():
+        for sub in model.modules():
+            if isinstance(getattr(sub, "tpdv", None), dict):
+                sub.tpdv = dict(sub.tpdv, device=device)
+
+
+def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
+    """The OpenRL module saved in ``checkpoint`` (a folder holding ``module.pt``, or the
+    file), on ``device``. A missing, altered or unreadable file is a UsageError."""
+    checkpoint = Path(checkpoint)
+    path = checkpoint / MODULE_FILE if checkpoint.is_dir() else checkpoint
+    if not path.is_file():
+        raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run"
+                         % (what, checkpoint, MODULE_FILE))
+    from mapush.run.checkpoints import read_meta
+
+    meta = read_meta(path.parent) or {}
+    expected = (meta.get("files") or {}).get(MODULE_FILE)
+    if expected and _digest(path) != expected:
+        raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
+                         "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
+    device = torch.device(device)
+    try:
+        module = _torch_load(path, device)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means unreadable
+        raise UsageError("%s %s: cannot read %s (%s: %s); use another checkpoint"
+                         % (what, checkpoint, MODULE_FILE, type(exc).__name__,
+                            str(exc).splitlines()[0] if str(exc) else ""))
+    if not hasattr(module, "models"):
+        raise UsageError("%s %s: %s is not an OpenRL module" % (what, checkpoint, MODULE_FILE))
+    _retarget(module, device)
+    return module
+
+
+def use_module(agent: Any, module: Any) -> None:
+    agent.net.module = module
+    agent.net.reset()
+
+
+# -- driver and callback ----------------------------------------------------------------
+def resumable_driver(start_update: int, start_step: int) -> type:
+    """OpenRL's on-policy driver starting at update ``start_update``: the LR schedule
+    (``lr_decay(episode, episodes)``), the logged step axis and the agent's step count
+    continue where the checkpoint left them."""
+
+    class ResumedDriver(OnPolicyDriver):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super(ResumedDriver, self).__init__(*args, **kwargs)
+            self.agent.num_time_steps = start_step
+
+        def run(self) -> None:
+            per_update = self.episode_length * self.learner_n_rollout_threads
+            self.episodes = max(1, int(self.num_env_steps) // per_update)
+            self.reset_and_buffer_init()
+            self.real_step = 0
+            for episode in range(start_update, self.episodes):
+                self.episode = episode
+                if not self._inner_loop():
+                    break
+
+    return ResumedDriver
+
+
+class RunCallback(CheckpointCallback):
+    """OpenRL's checkpoint callback for a run directory.
+
+    Saves at the first update boundary after every ``interval`` env steps and at the end
+    (also when stopped), atomically, named like OpenRL's (``rl_model_<step>_steps``); the
+    step recorded is the env steps the saved weights were trained on. Each env step it
+    polls the stop flag (returning False ends OpenRL's loop); after each update it logs
+    throughput and feeds the memory watchdog. Marks the phases.
+    """
+
+    def __init__(self, ctx: RunContext, run_logger: RunLogger, cfg: Any, num_envs: int,
+                 start_step: int, start_update: int) -> None:
+        interval = int(ctx.spec.checkpoint_interval)
+        super(RunCallback, self).__init__(save_freq=max(1, interval // max(1, num_envs)),
+                                          save_path=str(checkpoints_dir(ctx.run_dir)),
+                                          name_prefix=NAME_PREFIX)
+        self.ctx = ctx
+        self.interval = interval
+        self.run_logger = run_logger
+        self.cfg = cfg
+        self.num_envs = num_envs
+        self.update = start_update
+        self.trained_steps = start_step
+        self.last_saved = start_step if ctx.resume_path else -1
+        self.saved = []  # type: List[Path]
+        self.watchdog = MemoryWatchdog(ctx.spec.rl_device, run_logger.log_scalar, every=10,
+                                       warmup=5)
+        self._rollout_done = False
+        self._clock = (time.time(), start_step)
+
+    def _on_training_start(self) -> None:
+        phases.mark("first_step")
+        self._clock = (time.time(), self.agent.num_time_steps)
+
+    def _on_step(self) -> bool:
+        return not self.ctx.stop.requested
+
+    def _on_rollout_end(self) -> None:
+        self._rollout_done = True
+        phases.mark("training")  # the update follows
+
+    def _on_rollout_start(self) -> None:
+        self._after_update()
+
+    def _on_training_end(self) -> None:
+        self._after_update()
+        self.save()
+
+    def _after_update(self) -> None:
+        if not self._rollout_done:
+            return
+        self._rollout_done = False
+        self.update += 1
+        steps = int(self.agent.num_time_steps)
+        self.trained_steps = steps
+        now = time.time()
+        then, before = self._clock
+        if now > then:
+            self.run_logger.log_scalar("perf/env_steps_per_s", (steps - before) / (now - then),
+                                       steps)
+        self._clock = (now, steps)
+        self.watchdog.sample(self.update, steps)
+        if steps // self.interval > max(self.last_saved, 0) // self.interval:
+            self.save()
+
+    def save(self) -> Optional[Path]:
+        step = int(self.trained_steps)
+        if step == self.last_saved:
+            return None
+        name = "%s_%d_steps" % (self.name_prefix, step)
+        spec = self.ctx.spec
+        meta = {"step": step, "algo": spec.algo, "update": self.update, "task": spec.task,
+                "object": spec.object, "num_envs": self.num_envs,
+                "episode_length": int(self.cfg.episode_length),
+                "use_linear_lr_decay": bool(self.cfg.use_linear_lr_decay),
+                "lr": float(self.cfg.lr), "critic_lr": float(self.cfg.critic_lr)}
+        phases.mark("checkpoint")
+        with atomic_checkpoint(self.ctx.run_dir, name, meta) as tmp:
+            self.agent.save(str(tmp))
+            # meta.json is written when the block ends: record what it vouches for
+            meta["files"] = {MODULE_FILE: _digest(Path(tmp) / MODULE_FILE)}
+        self.run_logger.flush()
+        self.last_saved = step
+        path = checkpoints_dir(self.ctx.run_dir) / name
+        self.saved.append(path)
+        logging.info("checkpoint %s (step %d)", path, step)
+        phases.mark("training")
+        return path
+
+
+# -- entry point ------------------------------------------------------------------------
+def train(ctx: RunContext) -> int:
+    spec = ctx.spec
+    cfg = openrl_config(spec, spec.config)
+    env, _env_cfg = sim.make_env(spec)
+    adapter = OpenRLEnv(env)
+    device = torch.device(spec.rl_device)
+    net = PPONet(adapter, cfg=cfg, device=device)
+    agent = PPOAgent(net)
+
+    per_update = int(cfg.episode_length) * adapter.parallel_env_num
+    start_step = ctx.start_step
+    if ctx.resume_path is not None:
+        use_module(agent, load_module(ctx.resume_path, device))
+        print("mapush: resuming from %s at step %d" % (ctx.resume_path, start_step),
+              file=sys.stderr)
+    start_update = start_step // per_update
+    total_updates = max(1, int(spec.steps) // per_update)
+    if start_update >= total_updates and ctx.resume_path is not None:
+        print("mapush: %s is at step %d, --steps %d is reached; nothing to train (raise "
+              "--steps to continue)" % (ctx.resume_path, start_step, spec.steps),
+              file=sys.stderr)
+        return 0
+    if spec.steps % per_update:
+        print("mapush: --steps %d is not a multiple of episode_length x num_envs = %d; "
+              "training %d steps" % (spec.steps, per_update, total_updates * per_update),
+              file=sys.stderr)
+
+    logger = RunLogger(cfg, spec)
+    write_json(ctx.run_dir / RESOLVED_CONFIG, plain_config(cfg))
+    callback = RunCallback(ctx, logger, cfg, adapter.parallel_env_num, start_step,
+                           start_update)
+    try:
+        agent.train(total_time_steps=total_updates * per_update, logger=logger,
+                    callback=callback, driver_class=resumable_driver(start_update, start_step))
+    finally:
+        logger.close()
+    how = "stopped" if ctx.stop.requested else "finished"
+    print("mapush: training %s at step %d; checkpoints in %s"
+          % (how, callback.trained_steps, checkpoints_dir(ctx.run_dir)), file=sys.stderr)
+    return 0
