@@ -16,7 +16,8 @@ Other knobs (environment variables, so they reach the training child process):
 ``MQE_DOUBLE_CRASH_PHASE`` (create_sim, terrain, envs, prepare_sim, first_step, training)
 kills the process with SIGSEGV there (``training`` at step ``MQE_DOUBLE_CRASH_STEP``, default
 50); ``MQE_DOUBLE_DEVICE_ASSERT=STEP`` raises CUDA's device-side assert message at that step;
-``MQE_DOUBLE_LEAK_MB`` keeps that many MB per 100 steps alive on the env's device;
+``MQE_DOUBLE_LEAK_MB`` keeps that many MB per 100 steps (``MQE_DOUBLE_LEAK_EVERY`` steps)
+alive on the env's device;
 ``MQE_DOUBLE_STEP_SLEEP`` sleeps that many seconds per step; ``MQE_DOUBLE_RECORD_ACTIONS=FILE``
 saves the first actions received (``.npy``); ``MQE_DOUBLE_LOG=FILE`` appends one JSON line
 per env created (object, num_envs, device, contact pairs); ``MQE_DOUBLE_FORBID_CUDA=1``
@@ -166,7 +167,7 @@ class Go1PushMidDouble(object):
             raise RuntimeError("CUDA error: device-side assert triggered\nCUDA kernel errors "
                                "might be asynchronously reported at some other API call")
         leak = float(os.environ.get("MQE_DOUBLE_LEAK_MB", "0"))
-        if leak and self._steps % 100 == 0:
+        if leak and self._steps % int(os.environ.get("MQE_DOUBLE_LEAK_EVERY", "100")) == 0:
             self._leak.append(torch.zeros(int(leak * 2 ** 18), device=self.device))
         sleep = float(os.environ.get("MQE_DOUBLE_STEP_SLEEP", "0"))
         if sleep:
