@@ -82,3 +82,28 @@ def test_environment_overrides_the_knobs(monkeypatch):
     dog, _, err = run([100, 110, 120, 130], updates=3, every=10, warmup=5)
     assert (dog.every, dog.warmup, dog.window, dog.threshold_mb) == (1, 0, 3, 5.0)
     assert dog.warned and "+10000.0 MB per 1000 updates" in err
+
+
+LEAK_CONFIG = "train:\n  episode_length: 20\nalgo:\n  ppo_epoch: 1\n  critic_epoch: 1\n"
+
+
+def test_a_leaking_run_warns_once_naming_the_rate(upstream, tmp_path):
+    """The double keeps 40 MB alive every 20 env steps (one HARL update of 20 steps): host
+    RSS on CPU grows ~40 MB per update. (Flat runs are checked in test_stop_resume.py.)"""
+    from tests.conftest import double_env, run_mapush
+    from tests.test_stop_resume import scalar_steps
+
+    config = tmp_path / "small.yaml"
+    config.write_text(LEAK_CONFIG)
+    out = run_mapush(["train", "--algo", "happo", "--num-envs", "8", "--steps", 8 * 20 * 8,
+                      "--sim-device", "cpu", "--rl-device", "cpu", "--config", config,
+                      "--run-dir", tmp_path / "run"],
+                     env=double_env(upstream, MQE_DOUBLE_LEAK_MB="40", MQE_DOUBLE_LEAK_EVERY="20",
+                                    MAPUSH_WATCHDOG="every=1,warmup=2,window=4,threshold_mb=32"),
+                     timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    warnings = [line for line in out.stderr.splitlines() if "grows steadily" in line]
+    assert len(warnings) == 1, out.stderr[-3000:]
+    rate = float(warnings[0].split("+", 1)[1].split(" MB per 1000 updates")[0])
+    assert 20000 <= rate <= 60000, warnings[0]  # ~40 MB per update
+    assert len(scalar_steps(tmp_path / "run", "memory/growth_mb_per_1k_updates")) == 1
