@@ -1,0 +1,1 @@
+"""Benchmarks of our adapter layer (see benchmarks/README.md); never shipped."""

@@ -1,0 +1,1 @@
+"""Benchmark stand-in for MAPush's ``mqe`` package (see ``envs/utils.py``)."""

@@ -1,0 +1,291 @@
+"""Measurements (b) training-loop throughput and our layer's share, (d) time to first update.
+
+(b) runs in a child process per (algo, num_envs): the real trainer
+(``mapush.trainers.<harl|openrl>_trainer.train``) over the GPU double, reached through
+``mapush.sim.make_env`` and the benchmark's ``mqe`` shim. Before the trainer is imported,
+every method of every class in ``mapush.envs.*`` and every function of those modules is
+wrapped with an outermost-call timer ("our layer"); the double's ``step`` is wrapped too,
+synchronized with the device before and after, so that its time (and only its time) is
+taken out of our layer's. Per env step the child records (time, layer seconds, env
+seconds, device memory) and derives, per training iteration (rollout + update, split where
+the gap between two env steps exceeds 5x the median gap): env steps/s and layer share.
+
+(d) runs ``python -m mapush train`` (preflight, config, child, trainer): seconds from
+starting the command to the first ``train/*`` scalar in the run's TensorBoard events (the
+trainers log their losses right after each update, so this is the first update done), and
+to each phase of ``<run_dir>/phases.log``.
+"""
+import importlib
+import inspect
+import json
+import os
+import pkgutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+SHIM = REPO / "benchmarks" / "shim"
+DOUBLES = REPO / "tests" / "doubles"
+OBJECT_ROOT = DOUBLES / "mapush_root"
+TRAINERS = {"happo": "mapush.trainers.harl_trainer", "mappo": "mapush.trainers.harl_trainer",
+            "hatrpo": "mapush.trainers.harl_trainer", "ppo": "mapush.trainers.openrl_trainer"}
+
+
+def child_env(site: Optional[str], records: Optional[str], physics_us: float = 0.0,
+              episode_steps: int = 100) -> Dict[str, str]:
+    """Environment of a process that runs the product over the GPU double."""
+    paths = [str(SHIM), str(DOUBLES), str(REPO)]
+    if site:
+        paths.insert(0, str(site))
+    env = dict(os.environ)
+    old = env.get("PYTHONPATH")
+    env.update(PYTHONPATH=os.pathsep.join(paths + ([old] if old else [])),
+               MAPUSH_ROOT=str(OBJECT_ROOT), PYTHONUNBUFFERED="1",
+               BENCH_DOUBLE_PHYSICS_US=str(physics_us),
+               BENCH_DOUBLE_EPISODE_STEPS=str(episode_steps))
+    if records:
+        env["MAPUSH_PATCH_RECORDS"] = str(records)
+    return env
+
+
+# --------------------------------------------------------------------------- (b) child
+class LayerClock(object):
+    """Outermost-call timer for our layer, and the double's own time inside it."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.layer = 0.0
+        self.env_inside = 0.0
+        self.env_outside = 0.0
+        self.calls = {}  # type: Dict[str, int]
+        self.trace = []  # type: List[List[float]]  # per env step: t, layer, env_inside
+        self.memory = []  # type: List[List[float]]  # every mem_every steps: step, alloc, rss
+
+
+def _wrap_layer(clock: LayerClock, fn: Any, name: str) -> Any:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if clock.depth:
+            return fn(*args, **kwargs)
+        clock.calls[name] = clock.calls.get(name, 0) + 1
+        clock.depth += 1
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            clock.layer += time.perf_counter() - start
+            clock.depth -= 1
+
+    timed.__wrapped__ = fn  # type: ignore[attr-defined]
+    timed.__name__ = getattr(fn, "__name__", name)
+    return timed
+
+
+def instrument(clock: LayerClock, mem_every: int = 100) -> List[str]:
+    """Wrap ``mapush.envs.*`` (stats first, so modules that import its functions by name
+    get the wrapped ones) and the double's ``step``. Returns what was wrapped."""
+    import torch
+
+    import mapush.envs as envs_pkg
+    from benchmarks.gpu_double import GpuMqeDouble
+    from benchmarks.timing import host_rss_mb
+
+    names = ["mapush.envs.stats"] + sorted(
+        "mapush.envs." + m.name for m in pkgutil.iter_modules(envs_pkg.__path__)
+        if m.name != "stats")
+    wrapped = []
+    for modname in names:
+        try:
+            module = importlib.import_module(modname)
+        except Exception as exc:  # noqa: BLE001 - e.g. openrl_env without openrl
+            wrapped.append("%s: not importable (%s)" % (modname, exc))
+            continue
+        for attr, obj in list(vars(module).items()):
+            if getattr(obj, "__module__", None) != modname or attr.startswith("__"):
+                continue
+            if inspect.isfunction(obj):
+                setattr(module, attr, _wrap_layer(clock, obj, "%s.%s" % (modname, attr)))
+                wrapped.append("%s.%s" % (modname, attr))
+            elif inspect.isclass(obj):
+                for meth, fn in list(vars(obj).items()):
+                    if inspect.isfunction(fn) and (not meth.startswith("__") or
+                                                   meth in ("__init__", "__getattr__")):
+                        setattr(obj, meth, _wrap_layer(clock, fn, "%s.%s" % (attr, meth)))
+                        wrapped.append("%s.%s.%s" % (modname, attr, meth))
+
+    original = GpuMqeDouble.step
+    counter = {"n": 0}
+
+    def env_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        start = time.perf_counter()
+        out = original(self, *args, **kwargs)
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        end = time.perf_counter()
+        if clock.depth:
+            clock.env_inside += end - start
+        else:
+            clock.env_outside += end - start
+        clock.trace.append([end, clock.layer, clock.env_inside])
+        if counter["n"] % mem_every == 0:
+            alloc = torch.cuda.memory_allocated(self.device) if cuda else 0
+            reserved = torch.cuda.memory_reserved(self.device) if cuda else 0
+            clock.memory.append([counter["n"], alloc / 2.0 ** 20, reserved / 2.0 ** 20,
+                                 host_rss_mb()])
+        counter["n"] += 1
+        return out
+
+    GpuMqeDouble.step = env_step
+    return wrapped
+
+
+def iterations(trace: List[List[float]], num_envs: int) -> List[Dict[str, float]]:
+    """Split the per-step trace at the long gaps (updates) into training iterations."""
+    if len(trace) < 3:
+        return []
+    gaps = [b[0] - a[0] for a, b in zip(trace, trace[1:])]
+    cut = 5.0 * statistics.median(gaps)
+    starts = [0] + [i + 1 for i, g in enumerate(gaps) if g > cut]
+    out = []
+    for a, b in zip(starts, starts[1:]):
+        # iteration = steps a..b-1 plus the update before step b
+        wall = trace[b][0] - trace[a][0]
+        layer = (trace[b][1] - trace[a][1]) - (trace[b][2] - trace[a][2])
+        out.append({"steps": b - a, "wall_s": wall, "env_steps_per_s": (b - a) * num_envs / wall,
+                    "layer_s": layer, "layer_share_pct": 100.0 * layer / wall})
+    return out
+
+
+def child_train(algo: str, num_envs: int, steps: int, device: str, out: str) -> None:
+    """Entry of the (b) child process: run the real trainer, write the JSON result."""
+    from mapush import sim
+
+    sim.import_isaacgym()  # the stand-in; before torch, as the product demands
+    clock = LayerClock()
+    wrapped = instrument(clock)
+    from mapush.run.context import RunContext
+    from mapush.spec import RunSpec
+
+    trainer = importlib.import_module(TRAINERS[algo])
+    run_dir = tempfile.mkdtemp(prefix="bench-%s-%d-" % (algo, num_envs))
+    spec = RunSpec(algo=algo, task="go1push_mid", object="cuboid", num_envs=num_envs,
+                   steps=steps, seed=1, run_dir=run_dir, sim_device=device, rl_device=device,
+                   checkpoint_interval=10 ** 12)
+    start = time.perf_counter()
+    code = trainer.train(RunContext(spec))
+    end = time.perf_counter()
+    trace = clock.trace
+    its = iterations(trace, num_envs)
+    steady = its[1:] if len(its) > 2 else its
+    result = {
+        "algo": algo, "num_envs": num_envs, "steps": steps, "device": device, "exit": code,
+        "total_s": end - start, "env_steps": len(trace) * num_envs,
+        "iterations": its,
+        "env_steps_per_s": {k: v for k, v in _summ([i["env_steps_per_s"] for i in steady]).items()},
+        "layer_share_pct": _summ([i["layer_share_pct"] for i in steady]),
+        "layer_ms_per_step": _summ([1e3 * i["layer_s"] / i["steps"] for i in steady]),
+        "layer_calls": clock.calls, "env_outside_layer_s": clock.env_outside,
+        "memory": clock.memory, "wrapped": wrapped,
+    }
+    if trace:
+        window = trace[-1][0] - trace[0][0]
+        layer = (trace[-1][1] - trace[0][1]) - (trace[-1][2] - trace[0][2])
+        result["whole_run"] = {"wall_s": window, "layer_s": layer,
+                               "layer_share_pct": 100.0 * layer / window if window else None,
+                               "env_steps_per_s": (len(trace) - 1) * num_envs / window
+                               if window else None}
+    Path(out).write_text(json.dumps(result, indent=1))
+
+
+def _summ(values: List[float]) -> Dict[str, Any]:
+    from benchmarks.timing import summarize
+
+    return summarize(values)
+
+
+def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[str],
+              records: Optional[str], log_dir: Path, timeout: float = 300.0,
+              physics_us: float = 0.0) -> Dict[str, Any]:
+    """(b) in a child process; the child's output goes to ``log_dir``."""
+    out = log_dir / ("train-%s-%d.json" % (algo, num_envs))
+    log = log_dir / ("train-%s-%d.log" % (algo, num_envs))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "run.py"), "--child-train", algo,
+           str(num_envs), str(steps), device, str(out)]
+    start = time.time()
+    with open(str(log), "w") as fh:
+        try:
+            proc = subprocess.run(cmd, env=child_env(site, records, physics_us), stdout=fh,
+                                  stderr=subprocess.STDOUT, timeout=timeout, cwd=str(REPO))
+            code = proc.returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout after %ds" % timeout
+    if code == 0 and out.is_file():
+        result = json.loads(out.read_text())
+        result.pop("memory_raw", None)
+        return result
+    return {"algo": algo, "num_envs": num_envs, "error": "exit %s after %.1fs; log tail: %s"
+            % (code, time.time() - start, _tail(log))}
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text()[-n:]
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------- (d)
+def startup(algo: str, num_envs: int, steps: int, device: str, site: Optional[str],
+            records: Optional[str], log_dir: Path, timeout: float = 180.0) -> Dict[str, Any]:
+    """Seconds from starting ``mapush train`` to each phase; the run is left to finish."""
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-start-%s-" % algo)) / "run"
+    log = log_dir / ("startup-%s-%d.log" % (algo, num_envs))
+    cmd = [sys.executable, "-m", "mapush", "train", "--algo", algo, "--task", "go1push_mid",
+           "--object", "cuboid", "--num-envs", str(num_envs), "--steps", str(steps),
+           "--seed", "1", "--run-dir", str(run_dir), "--sim-device", device,
+           "--rl-device", device]
+    start = time.time()
+    with open(str(log), "w") as fh:
+        try:
+            code = subprocess.run(cmd, env=child_env(site, records), stdout=fh,
+                                  stderr=subprocess.STDOUT, timeout=timeout,
+                                  cwd=str(REPO)).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout after %ds" % timeout
+    phases = {}  # type: Dict[str, float]
+    try:
+        for line in (run_dir / "phases.log").read_text().splitlines():
+            stamp, _, name = line.partition(" ")
+            phases.setdefault(name, round(float(stamp) - start, 3))
+    except OSError:
+        pass
+    first = first_update_time(run_dir)
+    result = {"algo": algo, "num_envs": num_envs, "exit": code, "phases_s": phases,
+              "to_first_update_s": round(first - start, 3) if first else None,
+              "total_s": round(time.time() - start, 3)}  # type: Dict[str, Any]
+    if code != 0 or first is None:
+        result["error"] = _tail(log)
+    return result
+
+
+def first_update_time(run_dir: Path) -> Optional[float]:
+    """Wall time of the earliest ``train/*`` scalar in the run's event files."""
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        return None
+    times = []
+    for path in Path(run_dir).rglob("events.out.tfevents*"):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            if tag.startswith("train/"):
+                times += [e.wall_time for e in acc.Scalars(tag)]
+    return min(times) if times else None
