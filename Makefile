@@ -9,9 +9,81 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
+# Options of `make train` (and eval, doctor, smoke-test). Checked before Docker starts.
+NUM_ENVS ?= 200
+ALGO ?= ppo
+TASK ?= go1push_mid
+OBJECT ?= cuboid
+SEED ?= 1
+STEPS ?=
+GPU ?= 0
+RUN_DIR ?=
+EXTRA ?=
+RUN ?=
+# The choices of mapush train (tests/test_makefile.py keeps them equal to mapush.spec/objects).
+ALGOS := ppo happo mappo hatrpo
+TASKS := go1push_mid
+OBJECTS := cuboid Tblock cylinder
+
+# Image and Docker. Compose reads the pins from env/pins.env; the shell environment wins.
+IMAGE ?= mapush-env:latest
+TENSORBOARD_PORT ?= 6006
+# The container user owns what it writes in runs/: the host user's ids (1000 when root builds).
+_ID_U := $(shell id -u)
+HOST_UID ?= $(if $(filter 0,$(_ID_U)),1000,$(_ID_U))
+HOST_GID ?= $(if $(filter 0,$(_ID_U)),1000,$(shell id -g))
+ISAACGYM_TARBALL_PATH ?= vendor/$(ISAACGYM_TARBALL)
+DOCKER ?= docker
+COMPOSE := $(DOCKER) compose --env-file env/pins.env
+export MAPUSH_IMAGE := $(IMAGE)
+export GPU HOST_UID HOST_GID TENSORBOARD_PORT
+# The tarball reaches the build through a named build context holding only it (never a layer).
+ISAACGYM_CONTEXT := build/isaacgym-context
+
+# ---------------------------------------------------------------------------------------
+# Option checks: one line, exit status 2, before anything runs (GNU make's $(error)).
+_nodigits = $(subst 9,,$(subst 8,,$(subst 7,,$(subst 6,,$(subst 5,,$(subst 4,,$(subst 3,,$(subst 2,,$(subst 1,,$(subst 0,,$(1)))))))))))
+# $(call _uint,NAME,allow-zero?) -> error text, or empty when $(NAME) is a plain integer
+_uint = $(if $(and $(filter 1,$(words $($(1)))),$(if $(call _nodigits,$($(1))),,ok),$(or $(2),$(subst 0,,$($(1))))),,error: $(1)='$($(1))' is not a $(if $(2),non-negative,positive) integer (e.g. $(1)=$(3)))
+_choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error: $(1)='$($(1))' is not one of: $(2))
+_under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
+_check = $(if $(strip $(1)),$(error $(strip $(1))))
+
+_GPU_GOALS := train eval doctor smoke-test shell
+_TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
+
+ifneq ($(filter $(_GPU_GOALS),$(MAKECMDGOALS)),)
+$(call _check,$(call _uint,GPU,zero,0))
+endif
+ifneq ($(filter train,$(MAKECMDGOALS)),)
+$(call _check,$(call _uint,NUM_ENVS,,200))
+$(call _check,$(call _choice,ALGO,$(ALGOS)))
+$(call _check,$(call _choice,TASK,$(TASKS)))
+$(call _check,$(call _choice,OBJECT,$(OBJECTS)))
+$(call _check,$(call _uint,SEED,zero,1))
+$(call _check,$(if $(STEPS),$(call _uint,STEPS,,1000000)))
+$(call _check,$(if $(RUN_DIR),$(call _under_runs,RUN_DIR)))
+endif
+ifneq ($(filter doctor,$(MAKECMDGOALS)),)
+$(call _check,$(call _uint,NUM_ENVS,,200))
+endif
+ifneq ($(filter eval,$(MAKECMDGOALS)),)
+$(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
+endif
+ifneq ($(filter build,$(MAKECMDGOALS)),)
+$(call _check,$(call _uint,HOST_UID,zero,1000)$(call _uint,HOST_GID,zero,1000))
+$(call _check,$(if $(wildcard $(ISAACGYM_TARBALL_PATH)),,$(_TARBALL_MSG)))
+endif
+
+# ---------------------------------------------------------------------------------------
 .PHONY: help
 help: ## list the targets and their variables
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "  Variables: NUM_ENVS=$(NUM_ENVS) ALGO=$(ALGO) ($(ALGOS)) TASK=$(TASK)"
+	@echo "    OBJECT=$(OBJECT) ($(OBJECTS)) SEED=$(SEED) STEPS=$(STEPS) GPU=$(GPU) RUN_DIR=$(RUN_DIR)"
+	@echo "    EXTRA='$(EXTRA)' (more mapush train options)  RUN= (make eval)  IMAGE=$(IMAGE)"
+	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)  TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
 
 $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,3 +99,95 @@ venv: $(VENV)/.stamp ## create the test virtualenv (.venv) from env/requirements
 .PHONY: test
 test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed)
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
+
+# ---------------------------------------------------------------------------------------
+# The training image. Every pin reaches the build as a --build-arg from env/pins.env.
+_PIN_ARGS := CUDA_BASE_IMAGE CUDA_VERSION PYTHON_VERSION TORCH_VERSION TORCHVISION_VERSION \
+	TORCH_INDEX_URL OPENRL_VERSION GYMNASIUM_VERSION NUMPY_VERSION JSONARGPARSE_VERSION \
+	MAPUSH_REPO MAPUSH_COMMIT HARL_REPO HARL_COMMIT ISAACGYM_TARBALL ISAACGYM_VERSION
+DOCKER_BUILD = $(DOCKER) build --file docker/Dockerfile --tag $(IMAGE) \
+	$(foreach pin,$(_PIN_ARGS),--build-arg $(pin)=$($(pin))) \
+	--build-arg HOST_UID=$(HOST_UID) --build-arg HOST_GID=$(HOST_GID) \
+	--build-context isaacgym=$(ISAACGYM_CONTEXT) $(BUILD_ARGS) .
+# Stage the tarball alone in the context folder: a hard link, or a copy across file systems.
+STAGE_TARBALL = mkdir -p $(ISAACGYM_CONTEXT) && rm -f $(ISAACGYM_CONTEXT)/* && \
+	{ ln $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL) 2>/dev/null || \
+	cp $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL); }
+CHECK_TARBALL = { test -f $(ISAACGYM_TARBALL_PATH) || { echo "$(_TARBALL_MSG)" >&2; exit 2; }; }
+
+.PHONY: build
+build: ## build the training image IMAGE (needs the Isaac Gym tarball, see vendor/README.md)
+	@$(CHECK_TARBALL)
+	$(STAGE_TARBALL)
+	$(DOCKER_BUILD)
+
+.PHONY: image
+image: ## build the training image only if IMAGE does not exist yet
+	@if ! $(DOCKER) image inspect $(IMAGE) >/dev/null 2>&1; then \
+	  $(CHECK_TARBALL) && $(STAGE_TARBALL) && $(DOCKER_BUILD); fi
+
+.PHONY: runs-dir
+runs-dir: ## create runs/ before Docker mounts it (Docker would create it owned by root)
+	@mkdir -p runs
+	@if [ "$$(id -u)" = 0 ]; then chown $(HOST_UID):$(HOST_GID) runs; fi
+
+.PHONY: train
+train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED [STEPS RUN_DIR EXTRA]
+	$(COMPOSE) run --rm train mapush train --algo $(ALGO) --task $(TASK) --object $(OBJECT) \
+	  --num-envs $(NUM_ENVS) --seed $(SEED)$(if $(STEPS), --steps $(STEPS))$(if $(RUN_DIR), --run-dir $(RUN_DIR)) $(EXTRA)
+
+.PHONY: eval
+eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
+	$(COMPOSE) run --rm train mapush eval --run $(RUN) $(EXTRA)
+
+.PHONY: doctor
+doctor: image ## check GPU, driver, Isaac Gym, gymtorch, patches and MAPush in the container
+	$(COMPOSE) run --rm doctor mapush doctor --num-envs $(NUM_ENVS)
+
+.PHONY: smoke-test
+smoke-test: image runs-dir ## short end-to-end GPU check; report in runs/smoke/report.json
+	$(COMPOSE) run --rm smoke-test
+
+.PHONY: shell
+shell: image runs-dir ## a bash shell in the training container (GPU, runs/ mounted)
+	$(COMPOSE) run --rm train bash
+
+.PHONY: tensorboard
+tensorboard: runs-dir ## TensorBoard over runs/ at http://127.0.0.1:TENSORBOARD_PORT (no GPU needed)
+	$(COMPOSE) up --detach --build tensorboard
+	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)  (stop: make tensorboard-stop)"
+
+.PHONY: tensorboard-stop
+tensorboard-stop: ## stop the TensorBoard service
+	$(COMPOSE) stop tensorboard
+
+.PHONY: test-image
+test-image: $(VENV)/.stamp ## check the invariants of the built image IMAGE (tests/image)
+	IMAGE=$(IMAGE) $(VENV_PY) -m pytest tests/image -m image $(PYTEST_ARGS)
+
+.PHONY: bench
+bench: $(VENV)/.stamp ## quick benchmark of our layer (benchmarks/run.py --quick)
+	$(VENV_PY) benchmarks/run.py --quick
+
+.PHONY: lock
+lock: $(VENV)/.stamp ## re-lock env/requirements.lock and env/tensorboard.lock (hashed) from env/*.in
+	mkdir -p build
+	printf '%s\n' openrl==$(OPENRL_VERSION) gymnasium==$(GYMNASIUM_VERSION) \
+	  numpy==$(NUMPY_VERSION) jsonargparse==$(JSONARGPARSE_VERSION) > build/lock-constraints.txt
+	printf '%s\n' "torch ; sys_platform == 'never'" "torchvision ; sys_platform == 'never'" \
+	  > build/lock-overrides.txt
+	$(VENV)/bin/uv pip compile --quiet --python-version $(PYTHON_VERSION) \
+	  --python-platform x86_64-manylinux_2_31 --generate-hashes --custom-compile-command 'make lock' \
+	  --no-emit-package torch --no-emit-package torchvision \
+	  -c build/lock-constraints.txt --override build/lock-overrides.txt \
+	  env/requirements.in -o env/requirements.lock
+	sed -n 's/^\(tensorboard==[^ ]*\).*/\1/p; s/^\(numpy==[^ ]*\).*/\1/p' env/requirements.lock \
+	  > build/tensorboard-constraints.txt
+	$(VENV)/bin/uv pip compile --quiet --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_31 --generate-hashes --custom-compile-command 'make lock' \
+	  -c build/tensorboard-constraints.txt env/tensorboard.in -o env/tensorboard.lock
+
+.PHONY: clean
+clean: ## remove build outputs and caches (keeps runs/, vendor/ and the images)
+	rm -rf build .pytest_cache
+	find . -path ./.venv -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
