@@ -64,7 +64,12 @@ def load_object_config(obj: str, root: Optional[Path] = None) -> type:
     spec = importlib.util.spec_from_file_location(name, str(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    # No __pycache__/*.pyc next to the object's config: nothing under MAPUSH_ROOT is written.
+    dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    finally:
+        sys.dont_write_bytecode = dont_write
     cfg = getattr(module, "Go1PushMidCfg", None)
     if cfg is None:
         raise UsageError("--object %s: %s defines no Go1PushMidCfg" % (obj, path))

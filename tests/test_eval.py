@@ -1,0 +1,112 @@
+"""``mapush eval``: MAPush's calculator mode on a PPO checkpoint, over a double whose
+episode outcomes are set by knobs (so the metrics are known whatever the policy does)."""
+import json
+
+import pytest
+
+from tests.conftest import double_env, run_mapush
+
+NUM_ENVS = 8
+EPISODE_LENGTH_S, DT = 2.0, 2 * 0.05  # the double's cuboid config: episode, decimation x dt
+MAX_STEPS = 20  # ceil(EPISODE_LENGTH_S / DT)
+KNOBS = {"SUCCESS": [0, 1, 2, 6], "SUCCESS_STEP": 4, "COLLIDE": [0, 5, 6], "COLLAB": [1, 2]}
+
+
+def knob_env(upstream, knobs):
+    return double_env(upstream, MQE_DOUBLE_SUCCESS_ENVS=",".join(map(str, knobs["SUCCESS"]))
+                      or "none", MQE_DOUBLE_SUCCESS_STEP=knobs["SUCCESS_STEP"],
+                      MQE_DOUBLE_COLLIDE_ENVS=",".join(map(str, knobs["COLLIDE"])) or "none",
+                      MQE_DOUBLE_COLLAB_ENVS=",".join(map(str, knobs["COLLAB"])) or "none")
+
+
+def expected_metrics(knobs):
+    """The calculator's definitions applied to the double's documented behaviour: listed
+    envs succeed after SUCCESS_STEP steps, the others run MAX_STEPS; the collide/collab
+    envs count every step of their first episode."""
+    won = set(knobs["SUCCESS"])
+    length = {i: knobs["SUCCESS_STEP"] if i in won else MAX_STEPS for i in range(NUM_ENVS)}
+
+    def degree(counted):
+        if not won:
+            return None
+        return sum((length[i] if i in counted else 0) / length[i] for i in won) / len(won)
+
+    return {"success_rate": len(won) / NUM_ENVS,
+            "finished_time": sum(length.values()) * DT / NUM_ENVS,
+            "collision_degree": degree(set(knobs["COLLIDE"])),
+            "collaboration_degree": degree(set(knobs["COLLAB"]))}
+
+
+def assert_metrics(result, expected):
+    for key, value in expected.items():
+        if value is None:
+            assert result[key] is None, (key, result)
+        else:
+            assert result[key] == pytest.approx(value, rel=1e-9), (key, result)
+
+
+def eval_args(*args):
+    return ["eval", "--num-envs", NUM_ENVS, "--sim-device", "cpu", "--rl-device", "cpu"] + \
+        list(args)
+
+
+@pytest.fixture(scope="module")
+def run_dir(upstream, tmp_path_factory):
+    """A PPO run with two checkpoints (steps 200 and 400)."""
+    tmp = tmp_path_factory.mktemp("eval")
+    config = tmp / "small.yaml"
+    config.write_text("episode_length: 25\nppo_epoch: 1\n")
+    run = tmp / "run"
+    proc = run_mapush(["train", "--algo", "ppo", "--sim-device", "cpu", "--rl-device", "cpu",
+                       "--num-envs", NUM_ENVS, "--steps", 400, "--checkpoint-interval", 200,
+                       "--config", config, "--run-dir", run, "--object", "Tblock"],
+                      double_env(upstream), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run
+
+
+def test_eval_prints_the_known_metrics_as_one_json_object(upstream, run_dir):
+    checkpoint = run_dir / "checkpoints" / "rl_model_400_steps"
+    proc = run_mapush(eval_args("--checkpoint", checkpoint), knob_env(upstream, KNOBS))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout
+    result = json.loads(lines[0])
+    assert_metrics(result, expected_metrics(KNOBS))
+    assert (result["step"], result["object"], result["num_envs"]) == (400, "Tblock", NUM_ENVS)
+    assert result["eval_steps"] == MAX_STEPS
+
+
+def test_eval_run_writes_one_line_per_checkpoint(upstream, run_dir):
+    knobs = dict(KNOBS, SUCCESS=[])  # nobody succeeds: the degrees are undefined (null)
+    proc = run_mapush(eval_args("--run", run_dir), knob_env(upstream, knobs))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [200, 400]
+    for record in records:
+        assert_metrics(record, expected_metrics(knobs))
+    assert [json.loads(line) for line in proc.stdout.strip().splitlines()] == records
+    assert "2/2" in proc.stderr  # the progress bar
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--checkpoint", "no/such/checkpoint"], "--checkpoint no/such/checkpoint"),
+    (["--run", "no/such/run"], "--run no/such/run"),
+])
+def test_eval_of_a_missing_checkpoint_or_run_is_one_error_line(tmp_path, args, named):
+    proc = run_mapush(eval_args(*args), double_env(), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+    assert named in proc.stderr
+
+
+def test_eval_run_without_checkpoints_says_so(tmp_path):
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    proc = run_mapush(eval_args("--run", tmp_path / "run"), double_env(), cwd=tmp_path)
+    assert proc.returncode == 2 and "no complete checkpoint" in proc.stderr
+    assert not (tmp_path / "run" / "eval.jsonl").exists()
+
+
+def test_eval_takes_either_checkpoint_or_run(tmp_path):
+    proc = run_mapush(eval_args("--run", tmp_path, "--checkpoint", tmp_path), double_env())
+    assert proc.returncode == 2 and "not allowed with" in proc.stderr

@@ -1,0 +1,214 @@
+"""``mapush train --algo ppo``: real OpenRL PPO (patched openrl 0.2.0) on the MQE double, CPU.
+
+One training run (module fixture) serves the checks of the run directory; resume, stop and
+bad resumes work on copies of it. The OpenRL config is shrunk to 25 steps per env and update
+(``--config``) so that 2000 steps are 10 updates."""
+import hashlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, double_env, run_mapush
+
+NUM_ENVS, EPISODE_LENGTH, PPO_EPOCH = 8, 25, 2
+PER_UPDATE = NUM_ENVS * EPISODE_LENGTH
+SMALL = "episode_length: %d\nppo_epoch: %d\n" % (EPISODE_LENGTH, PPO_EPOCH)
+
+
+def train_args(run_dir, config, steps, *extra):
+    return ["train", "--algo", "ppo", "--sim-device", "cpu", "--rl-device", "cpu",
+            "--num-envs", NUM_ENVS, "--steps", steps, "--checkpoint-interval", 1000,
+            "--config", config, "--run-dir", run_dir, "--seed", 3] + list(extra)
+
+
+def tree_hash(root):
+    digest = hashlib.sha256()
+    for path in sorted(Path(root).rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def checkpoint_steps(run_dir):
+    return sorted(json.loads(p.read_text())["step"]
+                  for p in (Path(run_dir) / "checkpoints").glob("*/meta.json"))
+
+
+def scalars(run_dir):
+    """``{tag: [(step, value), ...]}`` from every event file of the run."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = {}
+    for events in sorted((Path(run_dir) / "logs").glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            out.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
+    return out
+
+
+def error_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+@pytest.fixture(scope="module")
+def trained(upstream, tmp_path_factory):
+    """2000 steps of PPO where any CUDA use fails the run (MQE_DOUBLE_FORBID_CUDA)."""
+    tmp = tmp_path_factory.mktemp("ppo")
+    config = tmp / "small.yaml"
+    config.write_text(SMALL)
+    run = tmp / "run"
+    proc = run_mapush(train_args(run, config, 2000),
+                      double_env(upstream, MQE_DOUBLE_FORBID_CUDA=1), cwd=tmp)
+    return {"proc": proc, "run": run, "config": config, "cwd": tmp}
+
+
+def test_ppo_trains_into_the_run_directory_on_cpu_without_cuda(trained):
+    proc, run = trained["proc"], trained["run"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    spec = json.loads((run / "config.json").read_text())["spec"]
+    assert (spec["algo"], spec["num_envs"], spec["rl_device"]) == ("ppo", NUM_ENVS, "cpu")
+    # the recipe (lr 5e-4) under the user's --config (episode length, epochs)
+    resolved = json.loads((run / "openrl_config.json").read_text())
+    assert (resolved["lr"], resolved["critic_lr"]) == (5e-4, 5e-4)
+    assert (resolved["episode_length"], resolved["ppo_epoch"]) == (EPISODE_LENGTH, PPO_EPOCH)
+    assert checkpoint_steps(run) == [1000, 2000]
+    for name in ("rl_model_1000_steps", "rl_model_2000_steps"):
+        meta = json.loads((run / "checkpoints" / name / "meta.json").read_text())
+        assert meta["algo"] == "ppo" and meta["update"] == meta["step"] // PER_UPDATE
+        assert (run / "checkpoints" / name / "module.pt").is_file()
+    found = scalars(run)
+    for tag in ("metrics/success_rate", "metrics/finished_time", "metrics/collision_degree",
+                "metrics/collaboration_degree", "reward/average_step_reward",
+                "reward/distance_to_target_reward", "train/value_loss", "train/policy_loss",
+                "perf/env_steps_per_s", "memory/host_rss_mb"):
+        assert tag in found, sorted(found)
+    assert max(step for step, _ in found["perf/env_steps_per_s"]) == 2000
+    # the double: even envs succeed after 5 steps, odd ones time out -> rate in (0, 1)
+    assert all(0.0 < value < 1.0 for _, value in found["metrics/success_rate"])
+    phases = [line.split()[1] for line in (run / "phases.log").read_text().splitlines()]
+    assert phases.index("first_step") < phases.index("training") < phases.index("checkpoint")
+    assert phases[-1] == "shutdown"
+    # nothing outside the run directory (upstream wrote ./log and ./results)
+    assert sorted(p.name for p in trained["cwd"].iterdir()) == ["run", "small.yaml"]
+
+
+LOAD = textwrap.dedent("""
+    import json, sys
+    from mapush import sim
+    sim.import_isaacgym()
+    from openrl.modules.common import PPONet
+    from openrl.runners.common import PPOAgent
+    from mapush.envs.openrl_env import OpenRLEnv
+    from mapush.trainers.openrl_trainer import openrl_config
+    from mapush.spec import RunSpec
+    spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=%d, steps=1,
+                   seed=1, run_dir=".", sim_device="cpu", rl_device="cpu", config=sys.argv[1])
+    env = OpenRLEnv(sim.make_env(spec)[0])
+    agent = PPOAgent(PPONet(env, cfg=openrl_config(spec, sys.argv[1]), device="cpu"))
+    out = {}
+    for path in sys.argv[2:]:
+        agent.load(path)  # OpenRL's own loader
+        actions, _ = agent.act(env.reset())
+        optim = agent.net.module.optimizers["policy"]
+        out[path] = {"actions": list(actions.shape),
+                     "optimizer_steps": max(int(s["step"]) for s in optim.state.values())}
+    print(json.dumps(out))
+""" % NUM_ENVS)
+
+
+def test_resume_continues_step_count_axis_and_optimizer(trained, upstream, tmp_path):
+    assert trained["proc"].returncode == 0
+    run = tmp_path / "run"
+    shutil.copytree(str(trained["run"]), str(run))
+    proc = run_mapush(train_args(run, trained["config"], 4000, "--resume", run),
+                      double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert checkpoint_steps(run) == [1000, 2000, 3000, 4000]
+    events = sorted((run / "logs").glob("events.out.tfevents.*"))
+    assert len(events) == 2
+    resumed = scalars(run)["perf/env_steps_per_s"]
+    assert sorted(step for step, _ in resumed) == [s for s in range(200, 4001, 200)]
+    assert len(json.loads((run / "config.json").read_text())["resumes"]) == 1
+
+    # OpenRL's PPOAgent.load accepts the checkpoints; the optimizer kept counting across the
+    # resume (a fresh optimizer would restart at one run's worth of steps).
+    ckpts = [str(run / "checkpoints" / n) for n in ("rl_model_1000_steps",
+                                                    "rl_model_4000_steps")]
+    env = double_env(upstream, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1)  # torch >= 2.6 only
+    out = subprocess.run([sys.executable, "-c", LOAD, str(trained["config"])] + ckpts, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    per_update = PPO_EPOCH  # one optimizer step per epoch and mini-batch (1)
+    assert loaded[ckpts[0]] == {"actions": [NUM_ENVS, 2, 3],
+                                "optimizer_steps": 1000 // PER_UPDATE * per_update}
+    assert loaded[ckpts[1]]["optimizer_steps"] == 4000 // PER_UPDATE * per_update
+
+
+def test_resume_from_a_missing_or_corrupt_checkpoint_changes_nothing(trained, upstream,
+                                                                    tmp_path):
+    assert trained["proc"].returncode == 0
+    run = tmp_path / "run"
+    shutil.copytree(str(trained["run"]), str(run))
+    env = double_env(upstream)
+    ckpt = run / "checkpoints" / "rl_model_1000_steps"
+    (ckpt / "meta.json").write_text("{not json")  # corrupt: torn meta.json
+    before = tree_hash(run)
+    for target in (run / "checkpoints" / "rl_model_3000_steps", ckpt):
+        proc = run_mapush(train_args(run, trained["config"], 4000, "--resume", target), env,
+                          cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert len(error_lines(proc.stderr)) == 1, proc.stderr[-2000:]
+        assert str(target) in error_lines(proc.stderr)[0]
+        assert tree_hash(run) == before
+
+    # module.pt altered behind a valid meta.json: refused, checkpoints and logs untouched
+    module = run / "checkpoints" / "rl_model_2000_steps" / "module.pt"
+    module.write_bytes(module.read_bytes()[:1000])
+    kept = (tree_hash(run / "checkpoints"), tree_hash(run / "logs"))
+    proc = run_mapush(train_args(run, trained["config"], 4000, "--resume",
+                                 module.parent), env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = error_lines(proc.stderr)
+    assert len(errors) == 1 and "module.pt" in errors[0] and "corrupt" in errors[0], errors
+    assert (tree_hash(run / "checkpoints"), tree_hash(run / "logs")) == kept
+
+
+def test_sigterm_ends_the_run_with_a_final_checkpoint_and_status_0(trained, upstream,
+                                                                  tmp_path):
+    run = tmp_path / "run"
+    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP=0.005)
+    cmd = [sys.executable, "-m", "mapush"] + [str(a) for a in train_args(
+        run, trained["config"], 10 ** 7)]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        phases = run / "phases.log"
+        while time.time() < deadline and proc.poll() is None:
+            if phases.is_file() and "training" in phases.read_text():
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(1.0)  # inside the rollout of a later update
+        sent = time.time()
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+        took = time.time() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert took < 15, "stopping took %.1f s" % took
+    steps = checkpoint_steps(run)
+    assert steps and steps[-1] > 0 and steps[-1] % PER_UPDATE == 0, steps
+    assert "SIGTERM" in err
