@@ -95,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--report", default="runs/smoke/report.json", metavar="FILE")
     smoke.add_argument("--sim-device", type=device, default="cuda:0")
     smoke.add_argument("--rl-device", type=device, default="cuda:0")
+    smoke.add_argument("--num-envs", type=positive_int, default=8,
+                       help="envs of the env, training and eval stages (a handful: it is a smoke test)")
 
     ev = sub.add_parser("eval", help="success rate, finished time, collision and "
                                      "collaboration degree of a checkpoint")

@@ -282,3 +282,119 @@ def test_memory_growth_within_the_bound_passes_and_beyond_it_fails():
 def test_the_stage_limits_keep_the_run_under_ten_minutes():
     assert sum(TIMEOUTS.values()) < 600
     assert all(math.isfinite(t) and t > 0 for t in TIMEOUTS.values())
+
+
+# -- the real stages, end to end over the MQE double ------------------------------------
+
+SMOKE_CPU = ["--sim-device", "cpu", "--rl-device", "cpu", "--num-envs", "2"]
+
+
+@pytest.fixture(scope="module")
+def smoke_env(upstream, tmp_path_factory):
+    """The double's environment, with a patch record for MAPush beside the real OpenRL and
+    HARL ones (the double stands in for patched MAPush; the doctor checks all three)."""
+    records = tmp_path_factory.mktemp("records")
+    for path in Path(upstream["records"]).glob("*.json"):
+        (records / path.name).write_text(path.read_text())
+    (records / "mapush.json").write_text(json.dumps(
+        {"component": "mapush", "status": "applied",
+         "patches": [{"name": "mqe-double", "sha256": "0" * 64}]}))
+    return double_env(upstream, MAPUSH_PATCH_RECORDS=records)
+
+
+def _smoke(tmp_path, env, *extra):
+    report = tmp_path / "runs" / "smoke" / "report.json"
+    start = time.monotonic()
+    result = run_mapush(["smoke", "--report", report] + SMOKE_CPU + list(extra), env=env,
+                        cwd=tmp_path, timeout=600)
+    return result, json.loads(report.read_text()), time.monotonic() - start
+
+
+def test_smoke_on_the_cpu_double_passes_every_stage(tmp_path, smoke_env):
+    result, report, elapsed = _smoke(tmp_path, smoke_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    stages = {s["name"]: s for s in report["stages"]}
+    assert list(stages) == ["doctor", "env", "train_ppo", "train_happo", "eval", "memory",
+                            "clean_exit"]
+    assert all(s["status"] == PASSED for s in stages.values())
+    assert report["passed"] is True and report["complete"] is True
+    assert (report["sim_device"], report["rl_device"]) == ("cpu", "cpu")
+    # Each stage did its job: real children, real files.
+    assert stages["env"]["details"]["num_envs"] == 2 and stages["env"]["details"]["device"] == "cpu"
+    assert stages["env"]["details"]["phases"][-1] == "shutdown"
+    work = tmp_path / "runs" / "smoke"
+    for algo in ("ppo", "happo"):
+        details = stages["train_%s" % algo]["details"]
+        assert len(details["checkpoints"]) >= 2  # the interval one and the final one
+        assert details["final_step"] == 3 * 2 * 200
+        assert all(Path(tmp_path, c["path"]).is_dir() for c in details["checkpoints"])
+        memory = stages["memory"]["details"][algo]
+        assert memory["samples"] >= 3 and memory["ok"] is True
+        assert (work / algo / "config.json").is_file()
+    assert stages["memory"]["details"]["tag"] == "memory/host_rss_mb"
+    metrics = stages["eval"]["details"]["metrics"]
+    assert 0.0 <= metrics["success_rate"] <= 1.0
+    assert stages["eval"]["details"]["checkpoint"] in [
+        c["path"] for c in stages["train_ppo"]["details"]["checkpoints"]]
+    children = report["children"]
+    assert [c["stage"] for c in children] == ["doctor", "env", "train_ppo", "train_happo", "eval"]
+    assert all(c["returncode"] == 0 and not c["leftover"] for c in children)
+    assert all(Path(tmp_path, c["stderr"]).is_file() for c in children)
+    cases, root = _junit(work / "report.json")
+    assert set(cases) == set(stages)
+    assert not list(root.iter("failure")) and not list(root.iter("skipped"))
+    assert result.stderr.strip().splitlines()[-1].startswith("smoke: passed, 7 stages")
+    print("mapush smoke on the CPU double: %.1f s" % elapsed)
+
+
+def test_an_env_that_crashes_fails_the_env_stage_with_the_phase(tmp_path, smoke_env):
+    env = dict(smoke_env, MQE_DOUBLE_CRASH_PHASE="create_sim")
+    result, report, _ = _smoke(tmp_path, env)
+    stages = {s["name"]: s for s in report["stages"]}
+    assert result.returncode == 1
+    assert report["failed_stage"] == "env" and report["failed_stages"] == ["env"]
+    assert "SIGSEGV" in stages["env"]["message"] and "create_sim" in stages["env"]["message"]
+    assert stages["doctor"]["status"] == PASSED
+    assert all(stages[n]["status"] == SKIPPED for n in ("train_ppo", "train_happo", "eval",
+                                                        "memory", "clean_exit"))
+    cases, _root = _junit(tmp_path / "runs" / "smoke" / "report.json")
+    assert "SIGSEGV" in cases["env"].find("failure").get("message")
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: smoke test failed at stage env:")
+
+
+def test_a_device_assert_in_training_fails_the_training_stages(tmp_path, smoke_env):
+    # The env stage takes 20 steps; the double asserts at step 30, inside training.
+    env = dict(smoke_env, MQE_DOUBLE_DEVICE_ASSERT="30")
+    result, report, _ = _smoke(tmp_path, env)
+    stages = {s["name"]: s for s in report["stages"]}
+    assert result.returncode == 1
+    assert report["failed_stage"] == "train_ppo"
+    assert report["failed_stages"] == ["train_ppo", "train_happo"]
+    assert stages["env"]["status"] == PASSED
+    for name in ("train_ppo", "train_happo"):
+        assert "device-side assert" in stages[name]["message"]
+    assert all(stages[n]["status"] == SKIPPED for n in ("eval", "memory", "clean_exit"))
+    assert "train_ppo" in stages["eval"]["message"]
+    _junit(tmp_path / "runs" / "smoke" / "report.json")  # parses
+
+
+def test_without_gpu_or_isaacgym_smoke_fails_at_the_doctor_stage_quickly(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    for key in ("PYTHONPATH", "MAPUSH_ROOT", "MAPUSH_PATCH_RECORDS"):
+        env.pop(key, None)
+    start = time.monotonic()
+    result = run_mapush(["smoke", "--report", tmp_path / "smoke" / "report.json"], env=env,
+                        cwd=tmp_path, timeout=60)
+    elapsed = time.monotonic() - start
+    report = json.loads((tmp_path / "smoke" / "report.json").read_text())
+    doctor = run_mapush(["doctor", "--num-envs", "8", "--json"], env=env, cwd=tmp_path)
+    failing = [c for c in json.loads(doctor.stdout)["checks"] if c["status"] == "fail"]
+    assert result.returncode == 1 and elapsed < 30
+    assert report["failed_stage"] == "doctor"
+    assert [s["status"] for s in report["stages"][1:]] == [SKIPPED] * 6
+    message = report["stages"][0]["message"]
+    assert {c["name"] for c in failing} >= {"gpu", "isaacgym"}
+    for check in failing:  # the doctor's own words, with its fixes
+        assert check["message"] in message and check["fix"] in message
+    assert message in result.stderr.strip().splitlines()[-1]

@@ -86,6 +86,6 @@ def main(args: Any) -> int:
                          % (report_path, report_path / "report.json"))
     workdir = report_path.parent
     prepare_workdir(workdir)
-    ctx = StageContext(workdir, args.sim_device, args.rl_device, settings=default_settings())
+    ctx = StageContext(workdir, args.sim_device, args.rl_device, settings=default_settings(args.num_envs))
     meta = {"command": sys.argv, "settings": ctx.settings, "provenance": _provenance()}
     return run_smoke(report_path, default_stages(), ctx, meta)

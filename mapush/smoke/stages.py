@@ -18,14 +18,15 @@ from mapush.smoke.events import event_files, read_scalars
 from mapush.smoke.runner import ChildResult, Stage, StageContext, StageFailure
 
 # Sizes: tiny, so the whole run takes minutes on a mid-range GPU (and seconds on the CPU
-# test double). One PPO/HAPPO update collects 200 steps per env (the shipped configs'
-# episode length); STEPS buys a few updates, CHECKPOINT_INTERVAL a checkpoint before the end.
+# test double). Each training run does UPDATES updates of the shipped config (episode
+# length x envs steps each) and saves a checkpoint after CHECKPOINT_AFTER of them, plus the
+# final one.
 NUM_ENVS = 8
 ENV_STEPS = 20
-TRAIN_STEPS = {"ppo": 8 * 200 * 4, "happo": 8 * 200 * 4}
-CHECKPOINT_INTERVAL = 8 * 200 * 2
-EVAL_NUM_ENVS = 8
+UPDATES = 3
+CHECKPOINT_AFTER = 2
 SEED = 1
+DEFAULT_EPISODE_LENGTH = 200
 
 # Time limits in seconds. Their sum (545 s) keeps the whole run under ten minutes even when
 # every stage runs to its limit.
@@ -37,6 +38,10 @@ GPU_GROWTH_BOUND = (64.0, 0.10)
 HOST_GROWTH_BOUND = (256.0, 0.25)
 GPU_MEMORY_TAG = "memory/gpu_allocated_mb"
 HOST_MEMORY_TAG = "memory/host_rss_mb"
+# The trainers' watchdog samples every 10 updates; a smoke run has a handful, so its
+# children sample after every update (mapush.run.watchdog reads this knob).
+WATCHDOG_ENV = {"MAPUSH_WATCHDOG": "every=1"}
+GROWTH_TAG = "memory/growth_mb_per_1k_updates"
 EVAL_METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
 
 
@@ -161,11 +166,12 @@ def train(algo: str):  # type: ignore[no-untyped-def]
     def stage(ctx: StageContext) -> Dict[str, Any]:
         folder = run_dir(ctx, algo)
         steps = ctx.settings["train_steps"][algo]
+        interval = ctx.settings["checkpoint_interval"][algo]
         result = ctx.run_child(mapush_command(
             "train", "--algo", algo, "--task", "go1push_mid", "--object", "cuboid",
             "--num-envs", ctx.settings["num_envs"], "--steps", steps, "--seed", SEED,
-            "--run-dir", folder, "--checkpoint-interval", ctx.settings["checkpoint_interval"],
-            *_devices(ctx)))
+            "--run-dir", folder, "--checkpoint-interval", interval,
+            *_devices(ctx)), extra_env=WATCHDOG_ENV)
         details = {"run_dir": str(folder)}  # type: Dict[str, Any]
         if result.returncode != 0:
             raise _fail_child("mapush train --algo %s" % algo, result, **details)
@@ -197,7 +203,7 @@ def evaluate(ctx: StageContext) -> Dict[str, Any]:
         raise StageFailure("the PPO run left no checkpoint to evaluate")
     step, path, _meta = checkpoints[0]
     result = ctx.run_child(mapush_command("eval", "--checkpoint", path, "--num-envs",
-                                          ctx.settings["eval_num_envs"], "--seed", SEED,
+                                          ctx.settings["num_envs"], "--seed", SEED,
                                           *_devices(ctx)))
     details = {"checkpoint": str(path), "step": step}  # type: Dict[str, Any]
     if result.returncode != 0:
@@ -244,7 +250,11 @@ def memory(ctx: StageContext) -> Dict[str, Any]:
     problems = []
     for algo in ("ppo", "happo"):
         logs = run_dir(ctx, algo) / "logs"
-        series = read_scalars(logs).get(tag, [])
+        scalars = read_scalars(logs)
+        series = scalars.get(tag, [])
+        if scalars.get(GROWTH_TAG):
+            problems.append("the %s run's memory watchdog reported steady growth (%s = %.1f)"
+                            % (algo, GROWTH_TAG, scalars[GROWTH_TAG][-1][1]))
         if not series:
             problems.append("the %s run logged no %s under %s" % (algo, tag, logs))
             continue
@@ -310,6 +320,22 @@ def default_stages() -> List[Stage]:
     ]
 
 
-def default_settings() -> Dict[str, Any]:
-    return {"num_envs": NUM_ENVS, "train_steps": dict(TRAIN_STEPS),
-            "checkpoint_interval": CHECKPOINT_INTERVAL, "eval_num_envs": EVAL_NUM_ENVS}
+def episode_length(algo: str) -> int:
+    """Steps per env in one update of the shipped config of ``algo`` (``episode_length``,
+    top level for OpenRL's ppo.yaml, under ``train`` for HARL's)."""
+    path = Path(__file__).resolve().parent.parent / "trainers" / "configs" / ("%s.yaml" % algo)
+    try:
+        import yaml
+
+        config = yaml.safe_load(path.read_text()) or {}
+    except (ImportError, OSError, ValueError):
+        return DEFAULT_EPISODE_LENGTH
+    value = config.get("episode_length", (config.get("train") or {}).get("episode_length"))
+    return int(value) if isinstance(value, int) and value > 0 else DEFAULT_EPISODE_LENGTH
+
+
+def default_settings(num_envs: int = NUM_ENVS) -> Dict[str, Any]:
+    per_update = {algo: episode_length(algo) * num_envs for algo in ("ppo", "happo")}
+    return {"num_envs": num_envs, "updates": UPDATES,
+            "train_steps": {a: n * UPDATES for a, n in per_update.items()},
+            "checkpoint_interval": {a: n * CHECKPOINT_AFTER for a, n in per_update.items()}}
