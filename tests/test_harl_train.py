@@ -54,12 +54,13 @@ def expected_metrics(env_steps):
             (wins * SUCCESS_STEP * dt + losses * max_len * dt) / float(wins + losses))
 
 
-def small_config(tmp_path, name, episode_length, **train):
+def small_config(tmp_path, name, episode_length, env=None, **train):
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({
-        "train": dict({"episode_length": episode_length, "log_interval": 1}, **train),
-        "device": {"torch_threads": 1},
-    }))
+    config = {"train": dict({"episode_length": episode_length, "log_interval": 1}, **train),
+              "device": {"torch_threads": 1}}
+    if env:
+        config["env"] = env
+    path.write_text(yaml.safe_dump(config))
     return path
 
 
@@ -221,8 +222,9 @@ def test_resume_continues_steps_axis_and_lr_schedule(happo):
 
 
 def test_mappo_trains_and_samples_memory(upstream, tmp_path):
-    """MAPPO (shared actor); 10 updates so the memory watchdog samples once."""
-    config = small_config(tmp_path, "mappo.yaml", 10)
+    """MAPPO (shared actor) with per-agent (FP) critic states; 10 updates so the memory
+    watchdog samples once."""
+    config = small_config(tmp_path, "mappo.yaml", 10, env={"state_type": "FP"})
     run_dir = tmp_path / "run"
     steps = NUM_ENVS * 10 * 10
     proc = run_mapush(train_args("mappo", run_dir, steps, config), env=run_env(upstream),
@@ -234,6 +236,9 @@ def test_mappo_trains_and_samples_memory(upstream, tmp_path):
     assert "reward/distance_to_target_reward" in found
     assert [s for s, _ in found["memory/host_rss_mb"]] == [steps]
     assert sorted(checkpoint_meta(run_dir)) == [steps]
+    harl_config = json.loads((run_dir / "harl_config.json").read_text())
+    assert harl_config["env_args"]["state_type"] == "FP"
+    assert harl_config["algo_args"]["algo"]["share_param"] is True
 
 
 def test_hatrpo_stops_on_sigint_with_a_final_checkpoint(upstream, tmp_path):
@@ -270,4 +275,21 @@ def test_hatrpo_stops_on_sigint_with_a_final_checkpoint(upstream, tmp_path):
     assert step % (NUM_ENVS * 10) == 0  # whole updates only
     found = events(run_dir)
     assert "train/kl" in found and "metrics/success_rate" in found
-    assert load_back(upstream, metas[step][0])["same"]
+    for name in ("actor_agent0.pt", "actor_agent1.pt", "critic_agent.pt", "optimizers.pt"):
+        assert (metas[step][0] / name).is_file()
+
+
+@pytest.mark.parametrize("override,steps,needle", [
+    ({"train": {"episode_lenght": 20}}, 1000, "'train.episode_lenght'"),
+    ({"train": {"episode_length": 200}}, 1000, "--steps 1000 is less than one rollout"),
+], ids=["unknown-key", "steps-below-one-rollout"])
+def test_bad_harl_config_is_one_error_line(upstream, tmp_path, override, steps, needle):
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(override))
+    run_dir = tmp_path / "run"
+    proc = run_mapush(train_args("happo", run_dir, steps, config), env=run_env(upstream),
+                      cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and needle in errors[0], proc.stderr[-3000:]
+    assert not (run_dir / "checkpoints").exists()

@@ -9,6 +9,7 @@ statistics are read once per log interval.
 Tags (shared with the OpenRL trainer): ``metrics/<name>``, ``reward/<term>``,
 ``perf/env_steps_per_s``, ``train/<loss>`` (mean over agents; ``train/agent<i>/<loss>`` each).
 """
+import os
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -36,8 +37,11 @@ def format_eta(seconds: float) -> str:
 class MAPushLogger(BaseLogger):
     def __init__(self, args: Dict[str, Any], algo_args: Dict[str, Any],
                  env_args: Dict[str, Any], num_agents: int, writter: Any, run_dir: str) -> None:
-        super(MAPushLogger, self).__init__(args, algo_args, env_args, num_agents, writter,
-                                           run_dir)
+        # BaseLogger.__init__ would truncate progress.txt; a resumed run appends to it.
+        self.args, self.algo_args, self.env_args = args, algo_args, env_args
+        self.task_name = self.get_task_name()
+        self.num_agents, self.writter, self.run_dir = num_agents, writter, run_dir
+        self.log_file = open(os.path.join(str(run_dir), "progress.txt"), "a", encoding="utf-8")
         self.envs = None  # type: Any
         # Resume: env steps and updates done before this process (set by the trainer).
         self.steps_before = 0

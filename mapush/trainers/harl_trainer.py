@@ -126,6 +126,9 @@ def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
 
     def init_device(args: Dict[str, Any]) -> Any:
         torch.set_num_threads(int(args["torch_threads"]))
+        if str(device).startswith("cuda") and args.get("cuda_deterministic"):
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cudnn.deterministic = True
         return torch.device(device)
 
     names = ("init_dir", "save_config", "init_device")
@@ -377,6 +380,8 @@ def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], An
 
     @torch.no_grad()
     def act(obs: Any) -> Any:
+        if isinstance(obs, torch.Tensor):
+            obs = obs.detach().cpu().numpy()
         obs = np.asarray(obs, dtype=np.float32)
         n = obs.shape[0]
         if memory.get("n") != n:
