@@ -293,3 +293,13 @@ def test_bad_harl_config_is_one_error_line(upstream, tmp_path, override, steps, 
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and needle in errors[0], proc.stderr[-3000:]
     assert not (run_dir / "checkpoints").exists()
+
+
+def test_missing_harl_is_named_with_the_fix(tmp_path):
+    config = small_config(tmp_path, "c.yaml", 20)
+    # the preflight would stop this first (no patch records): skip it to reach the trainer
+    proc = run_mapush(train_args("happo", tmp_path / "run", 320, config, "--no-preflight"),
+                      env=double_env(), cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "HARL is not importable" in last and "patches/apply harl" in last

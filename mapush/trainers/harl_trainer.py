@@ -142,6 +142,24 @@ def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
             setattr(module, name, value)
 
 
+def check_harl() -> None:
+    """HARL importable and patched for ``mapush`` (else HARL fails with a bare
+    ``NotImplementedError`` deep in ``make_train_env``)."""
+    from mapush.sim import MissingDependency
+
+    try:
+        import harl.envs as harl_envs
+    except ImportError as exc:
+        raise MissingDependency(
+            "HARL is not importable (%s): the image installs it at HARL_COMMIT of "
+            "env/pins.env; elsewhere put a HARL checkout patched by 'patches/apply harl' on "
+            "PYTHONPATH" % exc)
+    if ENV_NAME not in getattr(harl_envs, "LOGGER_REGISTRY", {}):
+        raise MissingDependency(
+            "HARL at %s does not know the env 'mapush': apply our patches with "
+            "'patches/apply harl <HARL checkout>'" % Path(harl_envs.__file__).parent.parent)
+
+
 def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
     import importlib
 
@@ -252,6 +270,7 @@ def train(ctx: RunContext) -> int:
               % (start_step, spec.steps), file=sys.stderr)
         return 0
 
+    check_harl()
     runner = build_runner(spec, config)
     if ctx.resume_path is not None:
         restore_checkpoint(runner, Path(ctx.resume_path), runner.device)
