@@ -1,32 +1,20 @@
 #!/usr/bin/env bash
-# Build the training image for the GPU CI job, reusing layers from earlier jobs.
+# Build the training image for the GPU CI job with `make build`, reusing cached layers.
 #
-# The runner's Docker daemon keeps BuildKit's layer cache between jobs (a self-hosted runner
-# is a persistent machine), so `make build` after a change to mapush/ or a patch rebuilds
-# seconds, not the torch layer. With MAPUSH_BUILD_CACHE_DIR set (and docker buildx present)
-# the cache is also exported to / imported from that folder, which survives
-# `docker system prune` and can be shared by runners on one host.
+# The layer cache is the runner's own Docker daemon: a self-hosted runner is a persistent
+# machine, and BuildKit keeps every layer it built between jobs. The Dockerfile orders its
+# layers so that a change to mapush/ or a patch rebuilds in seconds and the torch layer is
+# reused; a change to a pin rebuilds from that pin's layer on. Keep the cache by never
+# running `docker system prune -a` / `docker builder prune -a` on the runner; bound it with
+# `docker builder prune --keep-storage` (docs/ci-gpu-runner.md).
+# Always `make build` (not `make image`): an image left by an earlier job must not stand in
+# for this commit's.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+name=$(sed -n 's/^ISAACGYM_TARBALL=//p' env/pins.env)
 export DOCKER_BUILDKIT=1
-cache=${MAPUSH_BUILD_CACHE_DIR:-}
-if [[ -n "$cache" ]] && docker buildx version >/dev/null 2>&1; then
-  mkdir -p "$cache"
-  flags="--cache-to type=local,dest=$cache.new,mode=max"
-  if [[ -f "$cache/index.json" ]]; then
-    flags="--cache-from type=local,src=$cache $flags"
-  fi
-  make build DOCKER_BUILD_FLAGS="$flags"
-  # Swap in the new cache only after a successful build (buildx never prunes a local
-  # cache, so exporting to a fresh folder keeps it from growing without bound).
-  if [[ -f "$cache.new/index.json" ]]; then
-    rm -rf "$cache.old"
-    mv "$cache" "$cache.old"
-    mv "$cache.new" "$cache"
-    rm -rf "$cache.old"
-  fi
-else
-  make build
-fi
-docker builder du 2>/dev/null | tail -n 1 || true
+start=$(date +%s)
+make build ISAACGYM_TARBALL_PATH="vendor/$name"
+echo "ci: image built in $(( $(date +%s) - start ))s (a warm layer cache makes this seconds)"
+docker system df 2>/dev/null | sed -n '1p;/Build Cache/p' || true

@@ -9,7 +9,7 @@
 # Optional check: ISAACGYM_TARBALL_SHA256.
 # The tarball is not redistributable: this script never prints the URL or the tarball, the
 # copy is hard-linked (or copied) into the git-ignored vendor/ folder, and `--remove` deletes
-# it again at the end of the job. Nothing here uploads anything.
+# it (and make's staged link) again at the end of the job. Nothing here uploads anything.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -20,11 +20,13 @@ if [[ -z "$name" ]]; then
 fi
 dest="vendor/$name"
 marker="vendor/.$name.provided-by-ci"
+# Where `make build` stages the tarball as its own build context.
+staged="build/isaacgym-context/$name"
 
 if [[ "${1:-}" == "--remove" ]]; then
   if [[ -f "$marker" ]]; then
-    rm -f "$dest" "$marker"
-    echo "isaacgym: removed $dest from the workspace"
+    rm -f "$dest" "$marker" "$staged"
+    echo "isaacgym: removed the tarball from the workspace"
   fi
   exit 0
 fi

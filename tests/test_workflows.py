@@ -1,0 +1,263 @@
+"""The GitHub workflows and the ci/ scripts they call: schema, zizmor, the GPU job's shape
+(runner labels, timeout, concurrency, artifacts, the Make targets), and the scripts'
+behaviour (tarball provisioning never leaks the URL, logged steps keep their status)."""
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO / ".github" / "workflows"
+GPU = WORKFLOWS / "gpu-smoke.yml"
+TESTS = WORKFLOWS / "tests.yml"
+CI = REPO / "ci"
+BIN = REPO / ".venv" / "bin"
+TARBALL = re.search(r"^ISAACGYM_TARBALL=(.+)$", (REPO / "env" / "pins.env").read_text(),
+                    re.M).group(1)
+
+
+def load(path):
+    data = yaml.safe_load(path.read_text())
+    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads the key `on` as True
+    return data
+
+
+def steps(path, job):
+    return load(path)["jobs"][job]["steps"]
+
+
+def run_lines(path, job):
+    return [s["run"].strip() for s in steps(path, job) if "run" in s]
+
+
+def test_workflows_match_the_github_workflow_schema():
+    result = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema",
+                             "vendor.github-workflows", str(GPU), str(TESTS)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("persona", ["regular", "pedantic", "auditor"])
+def test_zizmor_finds_nothing(persona):
+    result = subprocess.run([str(BIN / "zizmor"), "--offline", "--persona", persona,
+                             "--format", "json", str(WORKFLOWS)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout) == []
+
+
+def test_every_action_is_pinned_to_a_commit():
+    for path in (GPU, TESTS):
+        uses = re.findall(r"uses:\s*(\S+)", path.read_text())
+        assert uses
+        for ref in uses:
+            assert re.match(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$", ref), ref
+
+
+def test_gpu_job_runs_on_the_self_hosted_gpu_runner_with_limits():
+    data = load(GPU)
+    job = data["jobs"]["smoke"]
+    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert 0 < job["timeout-minutes"] <= 120
+    assert data["permissions"] == {"contents": "read"}
+    # One group for every GPU job, whatever the branch, and queued jobs are not cancelled.
+    assert data["concurrency"]["group"] and "${{" not in data["concurrency"]["group"]
+    assert data["concurrency"]["cancel-in-progress"] is False
+    assert "pull_request" in data["on"] and "workflow_dispatch" in data["on"]
+    assert "head.repo.full_name == github.repository" in job["if"]  # no fork code on the runner
+    for step in steps(GPU, "smoke"):
+        if "uses" in step and "checkout" in step["uses"]:
+            assert step["with"]["persist-credentials"] is False
+
+
+def test_gpu_job_calls_the_make_targets_not_copies_of_them():
+    lines = run_lines(GPU, "smoke")
+    for target in ("doctor", "smoke-test", "test-image"):
+        assert "ci/run-logged.sh %s make %s" % (target, target) in lines
+    assert "ci/run-logged.sh build ci/build-image.sh" in lines
+    assert "make build" in (CI / "build-image.sh").read_text()
+    code = [line for path in [GPU] + sorted(CI.glob("*.sh"))
+            for line in path.read_text().splitlines() if not line.strip().startswith("#")]
+    for copy in (r"docker compose run", r"docker build\b(?!er)", r"^\s*mapush (smoke|doctor)",
+                 r"^\s*(\S*python\S* -m )?pytest"):
+        assert not [line for line in code if re.search(copy, line)], copy
+    makefile = (REPO / "Makefile").read_text()
+    for target in ("build", "doctor", "smoke-test", "test-image", "test"):
+        assert re.search(r"^%s:" % re.escape(target), makefile, re.M), target
+
+
+def test_gpu_job_order_and_the_steps_that_still_run_after_a_failure():
+    named = [s.get("name") or s.get("uses") for s in steps(GPU, "smoke")]
+    order = ["Provide the Isaac Gym tarball", "Build the training image (layer cache)",
+             "make doctor", "make smoke-test", "make test-image", "Collect logs"]
+    assert [n for n in named if n in order] == order
+    by_name = {s.get("name"): s for s in steps(GPU, "smoke")}
+    for name in ("make doctor", "make smoke-test", "make test-image"):
+        # each runs even when the one before failed (but never without an image)
+        assert "steps.build.outcome == 'success'" in by_name[name]["if"]
+        assert "!cancelled()" in by_name[name]["if"]
+        assert by_name[name]["timeout-minutes"] <= 15
+    assert by_name["Remove the Isaac Gym tarball from the workspace"]["if"] == "always()"
+
+
+def test_gpu_job_uploads_the_report_junit_and_logs_even_on_failure():
+    upload = [s for s in steps(GPU, "smoke") if "upload-artifact" in s.get("uses", "")]
+    assert len(upload) == 1 and upload[0]["if"] == "always()"
+    paths = upload[0]["with"]["path"].split()
+    # Where compose's smoke-test service writes its report, and junit.xml beside it.
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    command = compose["services"]["smoke-test"]["command"]
+    report = command[command.index("--report") + 1]
+    assert report in paths
+    assert str(Path(report).parent / "junit.xml") in paths
+    assert str(Path(report).parent / "logs") + "/" in paths
+    assert "runs/ci/" in paths
+    # The Isaac Gym tarball is never an artifact.
+    assert not any("vendor" in p or "tar" in p or "build" in p for p in paths)
+
+
+def test_the_tarball_secret_reaches_only_the_step_that_needs_it():
+    text = GPU.read_text()
+    assert text.count("secrets.") == 1
+    provide = [s for s in steps(GPU, "smoke") if s.get("run") == "ci/provide-isaacgym.sh"][0]
+    assert provide["env"] == {"ISAACGYM_TARBALL_URL": "${{ secrets.ISAACGYM_TARBALL_URL }}"}
+    assert "set -x" not in "".join(p.read_text() for p in CI.glob("*.sh"))
+
+
+def test_cpu_workflow_runs_make_test_on_every_push():
+    data = load(TESTS)
+    job = data["jobs"]["test"]
+    assert data["on"]["push"] in (None, {})  # every branch
+    assert job["runs-on"] == "ubuntu-latest"
+    assert 0 < job["timeout-minutes"] <= 60
+    assert data["permissions"] == {"contents": "read"}
+    assert any("setup-python" in s.get("uses", "") for s in job["steps"])
+    assert run_lines(TESTS, "test") == ["make test"]
+
+
+def test_ci_scripts_are_executable_and_shellcheck_clean():
+    scripts = sorted(CI.glob("*.sh"))
+    assert {p.name for p in scripts} >= {"provide-isaacgym.sh", "build-image.sh",
+                                         "run-logged.sh", "collect-logs.sh"}
+    for path in scripts:
+        assert os.access(str(path), os.X_OK), path
+    result = subprocess.run([str(BIN / "shellcheck")] + [str(p) for p in scripts],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+    referenced = set(re.findall(r"ci/[\w-]+\.sh", GPU.read_text()))
+    assert referenced and all((REPO / r).is_file() for r in referenced)
+
+
+# -- the scripts' behaviour -------------------------------------------------------------
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A copy of the parts of the checkout the ci/ scripts read (they cd to their repo)."""
+    shutil.copytree(str(CI), str(tmp_path / "ci"))
+    (tmp_path / "env").mkdir()
+    shutil.copy(str(REPO / "env" / "pins.env"), str(tmp_path / "env"))
+    return tmp_path
+
+
+def fake_tarball(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(str(path), "wb") as fh:
+        fh.write(b"isaacgym/python/setup.py stand-in")
+    return path
+
+
+def provide(workspace, *args, **env):
+    full = dict(os.environ)
+    full.pop("ISAACGYM_TARBALL_PATH", None)
+    full.pop("ISAACGYM_TARBALL_URL", None)
+    full.update(env)
+    return subprocess.run([str(workspace / "ci" / "provide-isaacgym.sh")] + list(args),
+                          env=full, capture_output=True, text=True)
+
+
+def test_tarball_from_the_runner_path_lands_in_vendor_and_is_removed_after(workspace, tmp_path):
+    source = fake_tarball(tmp_path / "runner" / TARBALL)
+    result = provide(workspace, ISAACGYM_TARBALL_PATH=str(source))
+    dest = workspace / "vendor" / TARBALL
+    assert result.returncode == 0, result.stderr
+    assert dest.read_bytes() == source.read_bytes()
+    staged = workspace / "build" / "isaacgym-context" / TARBALL
+    fake_tarball(staged)
+    result = provide(workspace, "--remove")
+    assert result.returncode == 0
+    assert not dest.exists() and not staged.exists() and source.exists()
+
+
+def test_tarball_from_the_url_secret_is_checked_and_the_url_never_printed(workspace, tmp_path):
+    source = fake_tarball(tmp_path / "private" / "secret-token-1234" / TARBALL)
+    url = source.as_uri()
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    result = provide(workspace, ISAACGYM_TARBALL_URL=url, ISAACGYM_TARBALL_SHA256=digest,
+                     ISAACGYM_TARBALL_PATH=str(tmp_path / "missing"))
+    assert result.returncode == 0, result.stderr
+    assert (workspace / "vendor" / TARBALL).read_bytes() == source.read_bytes()
+    assert "secret-token-1234" not in result.stdout + result.stderr
+    assert "sha256 verified" in result.stdout
+
+    (workspace / "vendor" / TARBALL).unlink()
+    bad = provide(workspace, ISAACGYM_TARBALL_URL=url, ISAACGYM_TARBALL_SHA256="0" * 64,
+                  ISAACGYM_TARBALL_PATH=str(tmp_path / "missing"))
+    assert bad.returncode == 1 and "does not match ISAACGYM_TARBALL_SHA256" in bad.stderr
+    failed = provide(workspace, ISAACGYM_TARBALL_URL=url + "-gone",
+                     ISAACGYM_TARBALL_PATH=str(tmp_path / "missing"))
+    assert failed.returncode == 1
+    assert "secret-token-1234" not in failed.stdout + failed.stderr
+
+
+def test_no_tarball_anywhere_says_where_to_put_it(workspace, tmp_path):
+    result = provide(workspace, ISAACGYM_TARBALL_PATH=str(tmp_path / "missing"))
+    assert result.returncode == 1
+    assert "ISAACGYM_TARBALL_PATH" in result.stderr and "docs/ci-gpu-runner.md" in result.stderr
+
+
+def test_a_file_that_is_not_a_gzip_tarball_is_refused(workspace, tmp_path):
+    source = tmp_path / TARBALL
+    source.write_text("<html>login required</html>")
+    result = provide(workspace, ISAACGYM_TARBALL_PATH=str(source))
+    assert result.returncode == 1 and "is not a gzip file" in result.stderr
+
+
+def test_remove_leaves_a_tarball_the_job_did_not_provide(workspace):
+    mine = fake_tarball(workspace / "vendor" / TARBALL)
+    assert provide(workspace, "--remove").returncode == 0
+    assert mine.exists()
+
+
+def test_run_logged_keeps_the_output_the_status_and_the_duration(workspace):
+    logs = workspace / "logs"
+    env = dict(os.environ, CI_LOG_DIR=str(logs))
+    result = subprocess.run([str(workspace / "ci" / "run-logged.sh"), "demo", "sh", "-c",
+                             "echo to-out; echo to-err >&2; exit 7"], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 7
+    assert (logs / "demo.log").read_text().split() == ["to-out", "to-err"]
+    name, status, seconds = (logs / "timings.tsv").read_text().strip().split("\t")
+    assert (name, status) == ("demo", "7") and int(seconds) >= 0
+    assert "to-out" in result.stdout
+
+
+def test_collect_logs_never_fails_and_summarises_the_smoke_report(workspace):
+    report = workspace / "runs" / "smoke" / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"status": "failed", "duration_s": 12.0, "stages": [
+        {"name": "doctor", "status": "passed", "duration_s": 1.0, "message": ""},
+        {"name": "env", "status": "failed", "duration_s": 2.0, "message": "died | SIGSEGV"}]}))
+    summary = workspace / "summary.md"
+    env = dict(os.environ, GITHUB_STEP_SUMMARY=str(summary), PATH="/usr/bin:/bin")
+    result = subprocess.run([str(workspace / "ci" / "collect-logs.sh")], env=env,
+                            capture_output=True, text=True, cwd=str(workspace))
+    assert result.returncode == 0
+    text = summary.read_text()
+    assert "mapush smoke: failed" in text and "| env | failed | 2.0 | died \\| SIGSEGV |" in text
+    assert (workspace / "runs" / "ci" / "host.txt").is_file()
