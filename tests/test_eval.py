@@ -110,3 +110,44 @@ def test_eval_run_without_checkpoints_says_so(tmp_path):
 def test_eval_takes_either_checkpoint_or_run(tmp_path):
     proc = run_mapush(eval_args("--run", tmp_path, "--checkpoint", tmp_path), double_env())
     assert proc.returncode == 2 and "not allowed with" in proc.stderr
+
+
+def test_eval_of_a_harl_run_uses_its_newest_checkpoint(upstream, tmp_path):
+    run = tmp_path / "happo"
+    proc = run_mapush(["train", "--algo", "happo", "--sim-device", "cpu", "--rl-device", "cpu",
+                       "--num-envs", NUM_ENVS, "--steps", NUM_ENVS * 200, "--run-dir", run],
+                      double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_mapush(eval_args("--checkpoint", run), knob_env(upstream, KNOBS), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert (result["algo"], result["step"]) == ("happo", NUM_ENVS * 200)
+    assert_metrics(result, expected_metrics(KNOBS))
+
+
+class NeverEnding(object):
+    """An env whose envs never finish their first episode."""
+
+    num_envs, dt = 2, 0.1
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.init_reset_buf = torch.zeros(2, dtype=torch.bool)
+
+    def reset(self):
+        return self.torch.zeros(2, 2, 8)
+
+    def step(self, actions):
+        return self.torch.zeros(2, 2, 8), self.torch.zeros(2, 2), self.torch.zeros(2), {}
+
+
+def test_calculator_gives_up_when_episodes_never_end():
+    from mapush.errors import MapushError
+    from mapush.evaluate import calculator
+
+    seen = []
+    with pytest.raises(MapushError, match="2 of 2 envs had not finished"):
+        calculator(NeverEnding(), lambda obs: seen.append(obs.shape), max_steps=7)
+    assert len(seen) == 7

@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -120,7 +121,7 @@ class RunLogger(Logger):
             wandb.init(project=self.project_name, entity=None, dir=str(run_dir),
                        name="%s_%s_seed%d" % (self.scenario_name, self.exp_name, self.spec.seed),
                        config=plain_config(self.cfg), job_type="training", resume="allow",
-                       id=run_dir.name)
+                       id=re.sub(r"[^A-Za-z0-9_-]", "-", run_dir.resolve().name)[:64])
 
     def log_scalar(self, tag: str, value: float, step: int) -> None:
         self.writter.add_scalar(tag, float(value), int(step))
@@ -345,6 +346,11 @@ def train(ctx: RunContext) -> int:
         use_module(agent, load_module(ctx.resume_path, device))
         print("mapush: resuming from %s at step %d" % (ctx.resume_path, start_step),
               file=sys.stderr)
+        before = ctx.resume_meta.get("episode_length")
+        if before is not None and int(before) != int(cfg.episode_length):
+            print("mapush: warning: the checkpoint was trained with episode_length %s, this "
+                  "run uses %s (pass the run's --config again to keep it)"
+                  % (before, cfg.episode_length), file=sys.stderr)
     start_update = start_step // per_update
     total_updates = max(1, int(spec.steps) // per_update)
     if start_update >= total_updates and ctx.resume_path is not None:
