@@ -212,3 +212,14 @@ def test_sigterm_ends_the_run_with_a_final_checkpoint_and_status_0(trained, upst
     steps = checkpoint_steps(run)
     assert steps and steps[-1] > 0 and steps[-1] % PER_UPDATE == 0, steps
     assert "SIGTERM" in err
+
+
+def test_unknown_key_in_config_is_one_error_line_naming_it(upstream, tmp_path):
+    config = tmp_path / "typo.yaml"
+    config.write_text("episode_lenght: 25\n")
+    proc = run_mapush(train_args(tmp_path / "run", config, 400), double_env(upstream),
+                      cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (error,) = error_lines(proc.stderr)
+    assert str(config) in error and "episode_lenght" in error
+    assert not (tmp_path / "run" / "checkpoints").exists()

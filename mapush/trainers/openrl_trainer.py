@@ -62,7 +62,7 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
         cfg = parser.parse_args(argv)
     except Exception as exc:  # jsonargparse/argparse errors, YAML errors
         raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
-                         % (user_config or SHIPPED_CONFIG, str(exc).splitlines()[0]))
+                         % (user_config or SHIPPED_CONFIG, " ".join(str(exc).split())[:400]))
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     cfg.seed = spec.seed
     cfg.run_dir = str(spec.run_dir)
