@@ -17,8 +17,8 @@ from mapush.run.phases import read_phases
 from mapush.smoke.events import event_files, read_scalars
 from mapush.smoke.runner import ChildResult, Stage, StageContext, StageFailure
 
-# Sizes: tiny, so the whole run takes minutes on a mid-range GPU (and seconds on the CPU
-# test double). Each training run does UPDATES updates of the shipped config (episode
+# Sizes: tiny, so the whole run takes minutes on a mid-range GPU (and a minute or two on the
+# CPU test double). Each training run does UPDATES updates of the shipped config (episode
 # length x envs steps each) and saves a checkpoint after CHECKPOINT_AFTER of them, plus the
 # final one.
 NUM_ENVS = 8
