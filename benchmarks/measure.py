@@ -132,7 +132,10 @@ def profile(num_envs: int, device: Any, steps: int = 100, warmup: int = 20,
             "launches_per_step": sum(c for k, c in count.items()
                                      if k in ("cudaLaunchKernel", "cuLaunchKernel",
                                               "cudaLaunchKernelExC")) / steps,
-            "memcpy_per_step": sum(c for k, c in count.items() if "Memcpy" in k) / steps,
+            # copies as the device runs them ("Memcpy HtoD (Pageable -> Device)", ...)
+            "h2d_per_step": sum(c for k, c in count.items() if "Memcpy HtoD" in k) / steps,
+            "d2h_per_step": sum(c for k, c in count.items() if "Memcpy DtoH" in k) / steps,
+            "d2d_per_step": sum(c for k, c in count.items() if "Memcpy DtoD" in k) / steps,
             "syncs_per_step": sum(c for k, c in count.items()
                                   if "Synchronize" in k) / steps,
             "aten_ops_per_step": aten / steps,

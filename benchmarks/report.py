@@ -41,8 +41,9 @@ def targets(result: Dict[str, Any]) -> List[List[str]]:
     for run in sec.get("train", {}).get("runs", []):
         if run.get("num_envs") == TARGET_ENVS and "layer_share_pct" in run:
             share = run["layer_share_pct"].get("median")
-            rows.append(["%s: our layer < %.0f%% of loop wall time at %d envs"
-                         % (run["algo"], TARGET_SHARE_PCT, TARGET_ENVS),
+            rows.append(["%s: our layer < %.0f%% of loop wall time at %d envs (double %.0f us)"
+                         % (run["algo"], TARGET_SHARE_PCT, TARGET_ENVS,
+                            run.get("physics_us", 0)),
                          "-" if share is None else "%.2f%%" % share,
                          _ok(None if share is None else share < TARGET_SHARE_PCT)])
     for name, var in sec.get("memory", {}).get("variants", {}).items():
@@ -65,12 +66,15 @@ def _table(head: List[str], rows: List[List[str]]) -> List[str]:
 def markdown(result: Dict[str, Any]) -> str:
     env = result.get("environment", {})
     sec = result.get("sections", {})
+    up = env.get("upstream") or {}
     lines = ["# Adapter-layer benchmark", "",
-             "%s, driver %s; Python %s, torch %s (CUDA %s), numpy %s; openrl %s, harl %s; "
-             "commit %s; %s" % (env.get("gpu", env.get("device")), env.get("driver", "-"),
-                                env.get("python"), env.get("torch"), env.get("torch_cuda"),
-                                env.get("numpy"), env.get("openrl"), env.get("harl"),
-                                (env.get("commit") or "?")[:12], env.get("date")), "",
+             "%s, driver %s; Python %s, torch %s (CUDA %s), numpy %s; openrl %s + %s; "
+             "HARL (pin) + %s; commit %s; %s"
+             % (env.get("gpu", env.get("device")), env.get("driver", "-"),
+                env.get("python"), env.get("torch"), env.get("torch_cuda"), env.get("numpy"),
+                up.get("openrl"), ", ".join(up.get("openrl_patches") or []),
+                ", ".join(up.get("harl_patches") or []),
+                (env.get("commit") or "?")[:12], env.get("date")), "",
              "Values: median [min-max] over repetitions.", ""]
     rows = targets(result)
     if rows:
@@ -98,14 +102,20 @@ def markdown(result: Dict[str, Any]) -> str:
         lines += ["## (b) Training loop over the double (real HARL / OpenRL, patched)", ""]
         rows = []
         for run in tr["runs"]:
+            phys = "%.0f" % run.get("physics_us", 0)
             if "error" in run:
-                rows.append([run["algo"], run["num_envs"], "error", "-", "-"])
+                rows.append([run["algo"], run["num_envs"], phys, "error", "-", "-", "-"])
                 continue
-            rows.append([run["algo"], run["num_envs"], _num(run["env_steps_per_s"]),
+            mg = run.get("memory_growth", {})
+            worst = max([mg[k]["growth_pct"] for k in ("device_allocated_mb",
+                                                        "device_reserved_mb", "host_rss_mb")
+                         if k in mg] or [float("nan")])
+            rows.append([run["algo"], run["num_envs"], phys, _num(run["env_steps_per_s"]),
                          _num(run["layer_share_pct"], "%.2f"),
-                         _num(run["layer_ms_per_step"], "%.3f")])
-        lines += _table(["algo", "envs", "env steps/s", "our layer % of wall",
-                         "our layer ms/step"], rows)
+                         _num(run["layer_ms_per_step"], "%.3f"), "%+.2f%%" % worst])
+        lines += _table(["algo", "envs", "double physics us", "env steps/s",
+                         "our layer % of wall", "our layer ms/step",
+                         "memory growth after 2 rollouts (worst)"], rows)
         for run in tr["runs"]:
             if "error" in run:
                 lines.append("- %s at %s envs failed: `%s`" % (
@@ -135,9 +145,11 @@ def markdown(result: Dict[str, Any]) -> str:
                 rows.append([name, a["skipped"], "-", "-", "-"])
                 continue
             rows.append([name, "%.1f" % a["aten_ops_per_step"], "%.1f" % a["launches_per_step"],
-                         "%.1f" % a["memcpy_per_step"], "%.1f" % a["syncs_per_step"]])
-        lines += _table(["variant", "aten ops", "kernel launches", "host<->device copies",
-                         "syncs"], rows)
+                         "%.1f / %.1f / %.1f" % (a.get("h2d_per_step", 0), a.get("d2h_per_step", 0),
+                                                 a.get("d2d_per_step", 0)),
+                         "%.1f" % a["syncs_per_step"]])
+        lines += _table(["variant", "aten ops (incl. nested)", "kernel launches",
+                         "copies H2D / D2H / D2D", "stream syncs"], rows)
         lines += ["`EpisodeStats.update` alone: %s ms per step" % _ms(pr.get("stats_update_ms")),
                   ""]
     st = sec.get("startup")

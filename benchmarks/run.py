@@ -22,11 +22,13 @@ if str(REPO) not in sys.path:
 SECTIONS = ("adapters", "memory", "profile", "train", "startup")
 FULL = {"sizes": "200,500,2000,4096", "reps": 7, "steps": 200, "warmup": 50,
         "mem_envs": 500, "mem_steps": 20000, "mem_warmup": 1000,
-        "train_sizes": "200,500,2000,4096", "train_algos": "happo,ppo", "train_updates": 6,
+        "train_sizes": "200,500,2000,4096", "train_algos": "happo,ppo", "train_updates": 4,
+        "train_physics_sizes": "500", "train_physics_us": 2000.0,
         "startup_envs": 500, "startup_algos": "happo,ppo"}
 QUICK = {"sizes": "8,32", "reps": 3, "steps": 20, "warmup": 5,
          "mem_envs": 16, "mem_steps": 400, "mem_warmup": 50,
          "train_sizes": "8", "train_algos": "happo,ppo", "train_updates": 2,
+         "train_physics_sizes": "", "train_physics_us": 0.0,
          "startup_envs": 8, "startup_algos": "happo"}
 # env steps per update per env, as the shipped trainer configs set them
 EPISODE_LENGTH = {"happo": 200, "mappo": 200, "hatrpo": 200, "ppo": 200}
@@ -47,6 +49,10 @@ def parse(argv):
     p.add_argument("--train-sizes")
     p.add_argument("--train-algos")
     p.add_argument("--train-updates", type=int)
+    p.add_argument("--train-physics-sizes",
+                   help="sizes of extra training runs with --train-physics-us")
+    p.add_argument("--train-physics-us", type=float,
+                   help="device busy-wait per step (a stand-in for PhysX) of those runs")
     p.add_argument("--startup-envs", type=int)
     p.add_argument("--startup-algos")
     p.add_argument("--physics-us", type=float, default=0.0,
@@ -95,12 +101,12 @@ def environment(device):
         except (OSError, subprocess.SubprocessError):
             info["driver"] = None
     try:
-        info["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(REPO),
-                                        capture_output=True, text=True,
-                                        timeout=10).stdout.strip() or None
+        proc = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=str(REPO),
+                              capture_output=True, text=True, timeout=10)
+        info["commit"] = proc.stdout.strip() if proc.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         info["commit"] = None
-    info["commit"] = info["commit"] or os.environ.get("BENCH_COMMIT")
+    info["commit"] = os.environ.get("BENCH_COMMIT") or info["commit"]
     for name in ("openrl", "harl", "gym", "gymnasium"):
         info[name] = _version(name)
     return info
@@ -113,6 +119,26 @@ def _version(name):
         return version(name)
     except Exception:  # noqa: BLE001
         return None
+
+
+def upstream_info(site, records):
+    """openrl's version and the patches applied to the carried upstream site."""
+    import re
+
+    out = {}
+    try:
+        text = (Path(site) / "openrl" / "__init__.py").read_text()
+        match = re.search(r"__VERSION__\s*=\s*[\'\"]([^\'\"]+)", text)
+        out["openrl"] = match.group(1) if match else None
+    except (OSError, TypeError):
+        out["openrl"] = None
+    for comp in ("openrl", "harl"):
+        try:
+            rec = json.loads((Path(records) / (comp + ".json")).read_text())
+            out[comp + "_patches"] = [p.get("name") for p in rec.get("patches") or []]
+        except (OSError, TypeError, ValueError):
+            out[comp + "_patches"] = None
+    return out
 
 
 def site_dirs(args, scratch):
@@ -135,8 +161,8 @@ def main(argv=None):
     if argv and argv[0] == "--child-train":
         from benchmarks.train_bench import child_train
 
-        algo, n, steps, device, out = argv[1:6]
-        child_train(algo, int(n), int(steps), device, out)
+        algo, n, steps, device, out, length = argv[1:7]
+        child_train(algo, int(n), int(steps), device, out, int(length))
         sys.stdout.flush()
         os._exit(0)  # trainers' threads (TensorBoard writers) must not hold the exit
 
@@ -188,17 +214,22 @@ def main(argv=None):
     if "train" in sections or "startup" in sections:
         site, records = site_dirs(args, logs)
         result["settings"]["site"], result["settings"]["records"] = site, records
+        info["upstream"] = upstream_info(site, records)
     if "train" in sections:
         t = time.time()
         runs = []
-        for algo in args.train_algos.split(","):
-            for n in ints(args.train_sizes):
-                steps = EPISODE_LENGTH[algo] * n * args.train_updates
-                runs.append(train_bench.run_train(algo, n, steps, device, site, records, logs,
-                                                  physics_us=args.physics_us))
-                save_partial = result["sections"].setdefault("train", {"runs": []})
-                save_partial["runs"] = runs
-                save()
+        plan = [(algo, n, args.physics_us) for algo in args.train_algos.split(",")
+                for n in ints(args.train_sizes)]
+        if args.train_physics_us:
+            plan += [(algo, n, args.train_physics_us) for algo in args.train_algos.split(",")
+                     for n in ints(args.train_physics_sizes)]
+        for algo, n, physics in plan:
+            steps = EPISODE_LENGTH[algo] * n * args.train_updates
+            runs.append(train_bench.run_train(algo, n, steps, device, site, records, logs,
+                                              physics_us=physics,
+                                              episode_length=EPISODE_LENGTH[algo]))
+            result["sections"]["train"] = {"runs": runs}
+            save()
         stamp("train", t)
     if "startup" in sections:
         t = time.time()

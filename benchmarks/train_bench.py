@@ -146,24 +146,35 @@ def instrument(clock: LayerClock, mem_every: int = 100) -> List[str]:
     return wrapped
 
 
-def iterations(trace: List[List[float]], num_envs: int) -> List[Dict[str, float]]:
-    """Split the per-step trace at the long gaps (updates) into training iterations."""
-    if len(trace) < 3:
-        return []
-    gaps = [b[0] - a[0] for a, b in zip(trace, trace[1:])]
-    cut = 5.0 * statistics.median(gaps)
-    starts = [0] + [i + 1 for i, g in enumerate(gaps) if g > cut]
+def iterations(trace: List[List[float]], num_envs: int,
+               episode_length: int) -> List[Dict[str, float]]:
+    """Training iterations (a rollout of ``episode_length`` env steps and the update after
+    it): from the end of a rollout's first step to the end of the next rollout's first."""
     out = []
-    for a, b in zip(starts, starts[1:]):
-        # iteration = steps a..b-1 plus the update before step b
+    for a in range(0, len(trace) - episode_length, episode_length):
+        b = a + episode_length
         wall = trace[b][0] - trace[a][0]
         layer = (trace[b][1] - trace[a][1]) - (trace[b][2] - trace[a][2])
-        out.append({"steps": b - a, "wall_s": wall, "env_steps_per_s": (b - a) * num_envs / wall,
+        out.append({"steps": episode_length, "wall_s": wall,
+                    "env_steps_per_s": episode_length * num_envs / wall,
                     "layer_s": layer, "layer_share_pct": 100.0 * layer / wall})
     return out
 
 
-def child_train(algo: str, num_envs: int, steps: int, device: str, out: str) -> None:
+def memory_growth(samples: List[List[float]], after_step: int) -> Dict[str, Any]:
+    """Growth of device allocated/reserved and host RSS from the first sample at or after
+    ``after_step`` (warm-up done) to the last."""
+    from benchmarks.timing import growth
+
+    late = [m for m in samples if m[0] >= after_step] or samples[-1:]
+    return {"from_step": late[0][0] if late else None,
+            "device_allocated_mb": growth([m[1] for m in late]),
+            "device_reserved_mb": growth([m[2] for m in late]),
+            "host_rss_mb": growth([m[3] for m in late])}
+
+
+def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
+                episode_length: int = 200) -> None:
     """Entry of the (b) child process: run the real trainer, write the JSON result."""
     from mapush import sim
 
@@ -182,8 +193,8 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str) -> 
     code = trainer.train(RunContext(spec))
     end = time.perf_counter()
     trace = clock.trace
-    its = iterations(trace, num_envs)
-    steady = its[1:] if len(its) > 2 else its
+    its = iterations(trace, num_envs, episode_length)
+    steady = its[1:] if len(its) > 1 else its
     result = {
         "algo": algo, "num_envs": num_envs, "steps": steps, "device": device, "exit": code,
         "total_s": end - start, "env_steps": len(trace) * num_envs,
@@ -193,6 +204,9 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str) -> 
         "layer_ms_per_step": _summ([1e3 * i["layer_s"] / i["steps"] for i in steady]),
         "layer_calls": clock.calls, "env_outside_layer_s": clock.env_outside,
         "memory": clock.memory, "wrapped": wrapped,
+        "memory_growth": memory_growth(clock.memory, 2 * episode_length),
+        "physics_us": float(os.environ.get("BENCH_DOUBLE_PHYSICS_US", "0")),
+        "trace": [[round(t - trace[0][0], 6), round(l, 6), round(e, 6)] for t, l, e in trace],
     }
     if trace:
         window = trace[-1][0] - trace[0][0]
@@ -211,13 +225,14 @@ def _summ(values: List[float]) -> Dict[str, Any]:
 
 
 def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[str],
-              records: Optional[str], log_dir: Path, timeout: float = 300.0,
-              physics_us: float = 0.0) -> Dict[str, Any]:
+              records: Optional[str], log_dir: Path, timeout: float = 240.0,
+              physics_us: float = 0.0, episode_length: int = 200) -> Dict[str, Any]:
     """(b) in a child process; the child's output goes to ``log_dir``."""
-    out = log_dir / ("train-%s-%d.json" % (algo, num_envs))
-    log = log_dir / ("train-%s-%d.log" % (algo, num_envs))
+    name = "train-%s-%d-p%d" % (algo, num_envs, physics_us)
+    out = log_dir / (name + ".json")
+    log = log_dir / (name + ".log")
     cmd = [sys.executable, str(REPO / "benchmarks" / "run.py"), "--child-train", algo,
-           str(num_envs), str(steps), device, str(out)]
+           str(num_envs), str(steps), device, str(out), str(episode_length)]
     start = time.time()
     with open(str(log), "w") as fh:
         try:
@@ -228,9 +243,9 @@ def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[
             code = "timeout after %ds" % timeout
     if code == 0 and out.is_file():
         result = json.loads(out.read_text())
-        result.pop("memory_raw", None)
+        result.pop("trace", None)  # kept in the log dir's JSON
         return result
-    return {"algo": algo, "num_envs": num_envs, "error": "exit %s after %.1fs; log tail: %s"
+    return {"algo": algo, "num_envs": num_envs, "physics_us": physics_us, "error": "exit %s after %.1fs; log tail: %s"
             % (code, time.time() - start, _tail(log))}
 
 
@@ -243,7 +258,7 @@ def _tail(path: Path, n: int = 1500) -> str:
 
 # --------------------------------------------------------------------------- (d)
 def startup(algo: str, num_envs: int, steps: int, device: str, site: Optional[str],
-            records: Optional[str], log_dir: Path, timeout: float = 180.0) -> Dict[str, Any]:
+            records: Optional[str], log_dir: Path, timeout: float = 120.0) -> Dict[str, Any]:
     """Seconds from starting ``mapush train`` to each phase; the run is left to finish."""
     run_dir = Path(tempfile.mkdtemp(prefix="bench-start-%s-" % algo)) / "run"
     log = log_dir / ("startup-%s-%d.log" % (algo, num_envs))
