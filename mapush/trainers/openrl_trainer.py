@@ -305,6 +305,15 @@ class RunCallback(CheckpointCallback):
         if steps // self.interval > max(self.last_saved, 0) // self.interval:
             self.save()
 
+    def current_lr(self) -> Dict[str, float]:
+        """The learning rate of each optimizer now (after OpenRL's linear decay, if on)."""
+        rates = {}
+        for name, optimizer in getattr(self.agent.net.module, "optimizers", {}).items():
+            groups = getattr(optimizer, "param_groups", None)
+            if groups:
+                rates[name] = float(groups[0]["lr"])
+        return rates
+
     def save(self) -> Optional[Path]:
         step = int(self.trained_steps)
         if step == self.last_saved:
@@ -315,7 +324,8 @@ class RunCallback(CheckpointCallback):
                 "object": spec.object, "num_envs": self.num_envs,
                 "episode_length": int(self.cfg.episode_length),
                 "use_linear_lr_decay": bool(self.cfg.use_linear_lr_decay),
-                "lr": float(self.cfg.lr), "critic_lr": float(self.cfg.critic_lr)}
+                "lr": self.current_lr(),
+                "initial_lr": {"policy": float(self.cfg.lr), "critic": float(self.cfg.critic_lr)}}
         phases.mark("checkpoint")
         with atomic_checkpoint(self.ctx.run_dir, name, meta) as tmp:
             self.agent.save(str(tmp))
