@@ -14,10 +14,13 @@ from mapush.run.checkpoints import latest_checkpoint, list_checkpoints
 from tests.conftest import double_env, run_mapush
 
 PER_UPDATE = 8 * 20  # --num-envs 8 x episode_length 20
-CONFIGS = {
-    "happo": "train:\n  episode_length: 20\nalgo:\n  ppo_epoch: 1\n  critic_epoch: 1\n",
-    "ppo": "episode_length: 20\nlog_interval: 1\n",
+TOTAL = 16 * PER_UPDATE  # the same --steps for both runs, as a restarted container has
+CONFIGS = {  # short rollouts, and a linear LR decay to check that its schedule continues
+    "happo": "train:\n  episode_length: 20\n  use_linear_lr_decay: true\n"
+             "algo:\n  ppo_epoch: 1\n  critic_epoch: 1\n",
+    "ppo": "episode_length: 20\nlog_interval: 1\nuse_linear_lr_decay: true\nppo_epoch: 1\n",
 }
+LR0 = 5e-4
 # The watchdog samples every update here, so these runs also prove a flat run never warns.
 WATCHDOG = "every=1,warmup=2,window=4,threshold_mb=32"
 
@@ -49,6 +52,13 @@ def assert_loadable(path, meta):
             assert hashlib.sha256(weight.read_bytes()).hexdigest() == recorded
 
 
+def decay_updates(meta):
+    """How many updates of linear decay the checkpoint's critic LR went through:
+    lr = LR0 * (1 - k / total_updates)."""
+    lr = meta["lr"]["critic"] if isinstance(meta["lr"], dict) else meta["lr"]
+    return (1.0 - float(lr) / LR0) * (TOTAL // PER_UPDATE)
+
+
 def wait_for_checkpoint(run_dir, proc, min_step, timeout=240):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -71,9 +81,9 @@ def test_sigterm_checkpoints_and_resume_continues(upstream, tmp_path, algo):
     with open(str(err_path), "w") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mapush", "train"] + [str(a) for a in common] +
-            ["--steps", "1000000", "--checkpoint-interval", str(2 * PER_UPDATE),
+            ["--steps", str(TOTAL), "--checkpoint-interval", str(2 * PER_UPDATE),
              "--run-dir", str(run_dir)],
-            env=double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.02", MAPUSH_WATCHDOG=WATCHDOG),
+            env=double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.05", MAPUSH_WATCHDOG=WATCHDOG),
             stdout=subprocess.DEVNULL, stderr=err)
         try:
             first = wait_for_checkpoint(run_dir, proc, 2 * PER_UPDATE)
@@ -95,14 +105,21 @@ def test_sigterm_checkpoints_and_resume_continues(upstream, tmp_path, algo):
     stopped_update = int(meta["update"])
     assert stopped_update == step // PER_UPDATE
 
-    target = step + 6 * PER_UPDATE
+    # decayed for the last update trained, or already for the next one the stop cut short
+    assert min(abs(decay_updates(meta) - k) for k in (stopped_update - 1, stopped_update)) < 1e-3
+
+    target = TOTAL
     out = run_mapush(["train"] + common + ["--steps", target, "--checkpoint-interval", 10 ** 6,
                                            "--resume", run_dir],
                      env=double_env(upstream, MAPUSH_WATCHDOG=WATCHDOG), timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "resum" in out.stderr
     final_step, final_path, final_meta = latest_checkpoint(run_dir)
-    assert final_step == target and int(final_meta["update"]) == stopped_update + 6
+    resumed_updates = (target - step) // PER_UPDATE
+    assert final_step == target and int(final_meta["update"]) == stopped_update + resumed_updates
+    # the LR schedule went on from where it stopped, as in an uninterrupted run (restarting
+    # it would leave resumed_updates - 1 updates of decay)
+    assert abs(decay_updates(final_meta) - (TOTAL // PER_UPDATE - 1)) < 1e-3
     assert_loadable(final_path, final_meta)
     assert [s for s, _p, _m in list_checkpoints(run_dir)][-1] == target
     axis = scalar_steps(run_dir, "perf/env_steps_per_s")
