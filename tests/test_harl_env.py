@@ -18,7 +18,8 @@ PROBE = r"""
 import json, os, sys
 from mapush import sim
 sim.import_isaacgym()
-import numpy as np
+import numpy as np, torch
+torch.set_num_threads(1)  # tiny tensors: threads only add overhead on a 2-core runner
 from mapush.envs.harl_env import MAPushHARLEnv
 from mapush.run.watchdog import host_rss_mb
 from mapush.spec import RunSpec
