@@ -69,9 +69,12 @@ def test_sigkill_mid_write_leaves_previous_checkpoint(tmp_path):
     proc.wait()
     step, path, _meta = latest_checkpoint(tmp_path)
     assert step == 100 and (path / "model.pt").read_bytes() == b"weights"
-    # The next save cleans up and succeeds.
+    leftovers = [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".tmp-")]
+    assert len(leftovers) == 1
+    # The next save removes the dead writer's leftovers and succeeds.
     _save(tmp_path, 300)
     assert [s for s, _p, _m in list_checkpoints(tmp_path)] == [100, 300]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-100", "step-300"]
 
 
 def test_latest_ignores_incomplete_and_orders_by_step(tmp_path):

@@ -4,7 +4,8 @@ A checkpoint is a folder under ``<run_dir>/checkpoints/``. The trainer writes it
 a hidden temporary folder; ``meta.json`` (step count and trainer state) is written last, the
 tree is fsynced, and the folder is renamed into place in one step. So every visible
 checkpoint folder with a ``meta.json`` is complete, and a kill mid-write leaves only a
-hidden temporary folder that resume ignores (and the next save removes).
+hidden temporary folder that resume ignores (and the next save removes once its writer
+is gone).
 """
 import contextlib
 import json
@@ -24,6 +25,24 @@ def checkpoints_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(root: Path) -> None:
+    """Delete temporary folders left by writers that were killed (their pid is gone)."""
+    for path in root.glob(TMP_PREFIX + "*"):
+        pid = path.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(str(path), ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterator[Path]:
     """Yield a temporary folder to write into; on success publish it as ``checkpoints/<name>``.
@@ -35,6 +54,7 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
         raise ValueError("checkpoint meta needs 'step'")
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(root)
     tmp = root / ("%s%s-%d" % (TMP_PREFIX, name, os.getpid()))
     if tmp.exists():
         shutil.rmtree(str(tmp))
