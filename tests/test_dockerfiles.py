@@ -275,6 +275,7 @@ export PATH=/opt/venv/bin:$PATH
 mkdir -p /usr/lib/x86_64-linux-gnu /usr/share/glvnd/egl_vendor.d
 touch /usr/lib/x86_64-linux-gnu/libEGL_mesa.so.0 /usr/lib/x86_64-linux-gnu/libEGL_mesa.so.0.0.0 \
       /usr/share/glvnd/egl_vendor.d/50_mesa.json
+/src/docker/install-isaacgym.sh /ctx/old.tar.gz "$WANT" > /out/old.log 2>&1 || echo $? > /out/old.rc
 /src/docker/install-isaacgym.sh /ctx/ig.tar.gz "$WANT" > /out/install.log 2>&1 || echo $? > /out/install.rc
 site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 ls "$site/isaacgym/_bindings/src/gymtorch" > /out/gymtorch-src.txt 2>/dev/null || true
@@ -289,22 +290,21 @@ id other > /out/other.txt
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("version, ok", [(PINS["ISAACGYM_VERSION"], True), ("1.0rc3", False)])
-def test_install_isaacgym_and_add_user_in_a_debian_container(tmp_path, version, ok):
+def test_install_isaacgym_and_add_user_in_a_debian_container(tmp_path):
     image = debian_base()
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    _fake_isaacgym_tarball(ctx / "ig.tar.gz", version)
+    _fake_isaacgym_tarball(ctx / "old.tar.gz", "1.0rc3")
+    _fake_isaacgym_tarball(ctx / "ig.tar.gz", PINS["ISAACGYM_VERSION"])
     out = tmp_path / "out"
     out.mkdir()
     run(["docker", "run", "--rm", "--network", "none", "-e", "WANT=" + PINS["ISAACGYM_VERSION"],
          "-v", "%s:/src:ro" % REPO, "-v", "%s:/ctx:ro" % ctx, "-v", "%s:/out" % out,
          image, "bash", "-c", CONTAINER_SCRIPT], timeout=300)
+    old = (out / "old.log").read_text()
+    assert (out / "old.rc").read_text().strip() == "1", old
+    assert "the tarball holds isaacgym 1.0rc3; the pin is %s" % PINS["ISAACGYM_VERSION"] in old
     log = (out / "install.log").read_text()
-    if not ok:
-        assert (out / "install.rc").read_text().strip() == "1", log
-        assert "the tarball holds isaacgym 1.0rc3; the pin is %s" % PINS["ISAACGYM_VERSION"] in log
-        return
     assert not (out / "install.rc").exists(), log
     assert (out / "gymtorch-src.txt").read_text().split() == ["gymtorch.cpp"]
     listing = (out / "gl.txt").read_text()
@@ -315,3 +315,38 @@ def test_install_isaacgym_and_add_user_in_a_debian_container(tmp_path, version, 
     assert (out / "uid.txt").read_text().strip() == "1000"
     assert (out / "runs-owner.txt").read_text().strip() == "1000"
     assert "uid=12345(other) gid=4321" in (out / "other.txt").read_text()
+
+
+def _selfcheck(env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "docker" / "selfcheck.py")], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def test_selfcheck_on_real_patched_openrl_and_harl(upstream, tmp_path):
+    import hashlib
+    import shutil
+
+    from tests.conftest import double_env
+
+    records = tmp_path / "records"
+    shutil.copytree(str(upstream["records"]), str(records))
+    env = double_env(upstream, MAPUSH_PATCH_RECORDS=records)
+    proc = _selfcheck(env)
+    assert "ok: openrl.utils.callbacks.checkpoint_callback imports" in proc.stderr, proc.stderr
+    assert "ok: harl LOGGER_REGISTRY['mapush'] = mapush.envs.harl_logger." in proc.stderr
+    assert "ok: isaacgym, mqe, harl, mapush installed; objects: Tblock, cuboid, cylinder" in proc.stderr
+    assert "error: check_patches: AssertionError: no patch record for mapush" in proc.stderr
+    assert proc.returncode == 1 and json.loads(proc.stdout)["failures"] >= 1
+
+    patched = tmp_path / "mapush-tree" / "mqe" / "base_task.py"
+    patched.parent.mkdir(parents=True)
+    patched.write_text("patched\n")
+    (records / "mapush.json").write_text(json.dumps({
+        "component": "mapush", "status": "applied", "dir": str(tmp_path / "mapush-tree"),
+        "patches": [], "files": [{"path": "mqe/base_task.py", "before": "0" * 64,
+                                  "after": hashlib.sha256(b"patched\n").hexdigest()}]}))
+    proc = _selfcheck(env)
+    assert "ok: patches recorded and in place: openrl" in proc.stderr, proc.stderr
+    patched.write_text("edited by hand\n")
+    proc = _selfcheck(env)
+    assert "mqe/base_task.py differs from the patched file recorded" in proc.stderr

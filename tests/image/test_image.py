@@ -14,8 +14,9 @@ import pytest
 from tests.image.support import REPO, daemon, pins, run
 
 IMAGE = os.environ.get("IMAGE", "")
-pytestmark = [pytest.mark.image,
-              pytest.mark.skipif(not IMAGE, reason="IMAGE is not set (make test-image sets it)")]
+if not IMAGE:
+    pytest.skip("IMAGE is not set (make test-image sets it)", allow_module_level=True)
+pytestmark = pytest.mark.image
 
 # Runs inside the image as its own user; prints one JSON object of facts.
 PROBE = r"""
