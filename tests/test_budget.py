@@ -74,7 +74,7 @@ def test_override_wins(monkeypatch):
     assert "MAPUSH_CONTACT_PAIRS_MULTIPLIER" in budget.describe()
 
 
-@pytest.mark.parametrize("raw", ["abc", "0", "-1"])
+@pytest.mark.parametrize("raw", ["abc", "0", "-1", "inf", "nan"])
 def test_bad_override_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv(pb.MULTIPLIER_ENV, raw)
     with pytest.raises(UsageError, match="MAPUSH_CONTACT_PAIRS_MULTIPLIER"):

@@ -28,6 +28,7 @@ The estimate (docs/lifecycle.md explains it at length):
 ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` overrides the budget: the config then keeps upstream's
 2**23 and the mapush patch in ``base_task.py`` multiplies it.
 """
+import math
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -92,8 +93,8 @@ def override_multiplier() -> Optional[float]:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise UsageError("%s=%r is not a positive number (unset it to let mapush size the "
+    if not (value > 0 and math.isfinite(value)):
+        raise UsageError("%s=%r is not a positive finite number (unset it to let mapush size the "
                          "PhysX contact buffer, or use e.g. 1)" % (MULTIPLIER_ENV, raw))
     return value
 
