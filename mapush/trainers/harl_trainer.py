@@ -270,6 +270,9 @@ def train(ctx: RunContext) -> int:
               % (start_step, spec.steps), file=sys.stderr)
         return 0
 
+    if spec.use_wandb:
+        print("mapush: --wandb is not wired for HARL algorithms; logging to TensorBoard only",
+              file=sys.stderr)
     check_harl()
     runner = build_runner(spec, config)
     if ctx.resume_path is not None:
