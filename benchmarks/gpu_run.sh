@@ -16,5 +16,5 @@ fi
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
 export PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
 python3 benchmarks/run.py --site .bench_site/site --records .bench_site/records \
-    --out "$OUT" --tag "${BENCH_TAG:-h100}" --logs-tar "$OUT/logs.tgz" "$@" 2>&1 \
+    --out "$OUT" --tag "${BENCH_TAG:-gpu}" --logs-tar "$OUT/logs.tgz" "$@" 2>&1 \
     | tee "$OUT/log.txt"

@@ -29,8 +29,10 @@ def _build_all(names: Sequence[str], num_envs: int, device: Any,
 
 
 def adapter_cost(sizes: Sequence[int], device: Any, reps: int, steps: int, warmup: int,
-                 physics_us: float = 0.0) -> Dict[str, Any]:
+                 physics_us: float = 0.0, prototypes: bool = False) -> Dict[str, Any]:
     names = ["double", "double_sync"] + list(adapters.ADAPTERS)
+    if prototypes:
+        names += list(adapters.PROTOTYPES)
     out = {"sizes": {}, "reps": reps, "steps": steps, "warmup": warmup,
            "physics_us": physics_us}  # type: Dict[str, Any]
     for n in sizes:
@@ -97,7 +99,7 @@ def memory(num_envs: int, device: Any, steps: int, warmup: int, samples: int = 2
 
 
 def profile(num_envs: int, device: Any, steps: int = 100, warmup: int = 20,
-            physics_us: float = 0.0) -> Dict[str, Any]:
+            physics_us: float = 0.0, prototypes: bool = False) -> Dict[str, Any]:
     """Where each adapter's time goes: torch.profiler over ``steps`` steps (top ops by
     self CPU time, kernel launches, host copies and syncs per step), and the cost of
     ``EpisodeStats.update`` alone (synchronized), the per-step statistics both of our
@@ -112,7 +114,10 @@ def profile(num_envs: int, device: Any, steps: int = 100, warmup: int = 20,
     if torch.device(device).type == "cuda":
         acts.append(ProfilerActivity.CUDA)
     out = {"num_envs": num_envs, "steps": steps, "adapters": {}}  # type: Dict[str, Any]
-    for name in ["double_sync"] + list(adapters.ADAPTERS):
+    names = ["double_sync"] + list(adapters.ADAPTERS)
+    if prototypes:
+        names += list(adapters.PROTOTYPES)
+    for name in names:
         try:
             step, _log = adapters.build(name, num_envs, device, physics_us)
             for _ in range(warmup):

@@ -29,7 +29,8 @@ def targets(result: Dict[str, Any]) -> List[List[str]]:
     sec = result.get("sections", {})
     row = sec.get("adapters", {}).get("sizes", {}).get(str(TARGET_ENVS))
     if row:
-        for name in ("harl", "openrl"):
+        for name in [k for k in ("harl", "openrl", "harl_deferred", "openrl_deferred")
+                     if k in row["cost_ms"]]:
             cost = row["cost_ms"].get(name, {}).get("median")
             speed = row.get("speedup_vs_seed", {}).get(name)
             rows.append(["%s adapter cost at %d envs < %.1f ms" % (name, TARGET_ENVS, TARGET_MS),
@@ -41,9 +42,10 @@ def targets(result: Dict[str, Any]) -> List[List[str]]:
     for run in sec.get("train", {}).get("runs", []):
         if run.get("num_envs") == TARGET_ENVS and "layer_share_pct" in run:
             share = run["layer_share_pct"].get("median")
-            rows.append(["%s: our layer < %.0f%% of loop wall time at %d envs (double %.0f us)"
+            rows.append(["%s: our layer < %.0f%% of loop wall time at %d envs (double %.0f us%s)"
                          % (run["algo"], TARGET_SHARE_PCT, TARGET_ENVS,
-                            run.get("physics_us", 0)),
+                            run.get("physics_us", 0),
+                            ", prototype stats" if run.get("prototype_stats") else ""),
                          "-" if share is None else "%.2f%%" % share,
                          _ok(None if share is None else share < TARGET_SHARE_PCT)])
     for name, var in sec.get("memory", {}).get("variants", {}).items():
@@ -82,16 +84,21 @@ def markdown(result: Dict[str, Any]) -> str:
     ad = sec.get("adapters")
     if ad:
         lines += ["## (a) Adapter cost per env step, ms (minus the double + one sync)", ""]
-        names = ["seed", "harl", "openrl"]
+        ours = [k for k in ("harl", "openrl", "harl_deferred", "openrl_deferred")
+                if any(k in row["cost_ms"] for row in ad["sizes"].values())]
         rows = []
         for n, row in ad["sizes"].items():
-            rows.append([n, _ms(row["step_ms"].get("double_sync", {}))]
-                        + [_ms(row["cost_ms"].get(k, {})) for k in names]
-                        + ["%.1fx" % row["speedup_vs_seed"][k]
-                           if row.get("speedup_vs_seed", {}).get(k) else "-"
-                           for k in ("harl", "openrl")])
-        lines += _table(["envs", "double+sync", "seed-style", "our HARL", "our OpenRL",
-                         "HARL vs seed", "OpenRL vs seed"], rows)
+            rows.append([n, _ms(row["step_ms"].get("double_sync", {})),
+                         _ms(row["cost_ms"].get("seed", {}))]
+                        + ["%s (%s)" % (_ms(row["cost_ms"].get(k, {})),
+                                        "%.1fx" % row["speedup_vs_seed"][k]
+                                        if row.get("speedup_vs_seed", {}).get(k) else "-")
+                           for k in ours])
+        label = {"harl": "our HARL", "openrl": "our OpenRL",
+                 "harl_deferred": "HARL + prototype stats", "openrl_deferred":
+                 "OpenRL + prototype stats"}
+        lines += _table(["envs", "double+sync", "seed-style"]
+                        + ["%s (vs seed)" % label[k] for k in ours], rows)
         skipped = {k: v for row in ad["sizes"].values() for k, v in row["skipped"].items()}
         for k, v in skipped.items():
             lines.append("- %s not measured: %s" % (k, v))
@@ -102,7 +109,8 @@ def markdown(result: Dict[str, Any]) -> str:
         lines += ["## (b) Training loop over the double (real HARL / OpenRL, patched)", ""]
         rows = []
         for run in tr["runs"]:
-            phys = "%.0f" % run.get("physics_us", 0)
+            phys = "%.0f%s" % (run.get("physics_us", 0),
+                               " + prototype stats" if run.get("prototype_stats") else "")
             if "error" in run:
                 rows.append([run["algo"], run["num_envs"], phys, "error", "-", "-", "-"])
                 continue

@@ -23,12 +23,12 @@ SECTIONS = ("adapters", "memory", "profile", "train", "startup")
 FULL = {"sizes": "200,500,2000,4096", "reps": 7, "steps": 200, "warmup": 50,
         "mem_envs": 500, "mem_steps": 20000, "mem_warmup": 1000,
         "train_sizes": "200,500,2000,4096", "train_algos": "happo,ppo", "train_updates": 4,
-        "train_physics_sizes": "500", "train_physics_us": 2000.0,
+        "train_physics_sizes": "500", "train_physics_us": 2000.0, "prototype_sizes": "500",
         "startup_envs": 500, "startup_algos": "happo,ppo"}
 QUICK = {"sizes": "8,32", "reps": 3, "steps": 20, "warmup": 5,
          "mem_envs": 16, "mem_steps": 400, "mem_warmup": 50,
          "train_sizes": "8", "train_algos": "happo,ppo", "train_updates": 2,
-         "train_physics_sizes": "", "train_physics_us": 0.0,
+         "train_physics_sizes": "", "train_physics_us": 0.0, "prototype_sizes": "8",
          "startup_envs": 8, "startup_algos": "happo"}
 # env steps per update per env, as the shipped trainer configs set them
 EPISODE_LENGTH = {"happo": 200, "mappo": 200, "hatrpo": 200, "ppo": 200}
@@ -53,6 +53,9 @@ def parse(argv):
                    help="sizes of extra training runs with --train-physics-us")
     p.add_argument("--train-physics-us", type=float,
                    help="device busy-wait per step (a stand-in for PhysX) of those runs")
+    p.add_argument("--prototype-sizes",
+                   help="sizes of extra training runs with benchmarks/prototype_stats.py "
+                        "('' for none); (a) and the profile then include the prototypes too")
     p.add_argument("--startup-envs", type=int)
     p.add_argument("--startup-algos")
     p.add_argument("--physics-us", type=float, default=0.0,
@@ -198,7 +201,8 @@ def main(argv=None):
     if "adapters" in sections:
         t = time.time()
         result["sections"]["adapters"] = measure.adapter_cost(
-            ints(args.sizes), device, args.reps, args.steps, args.warmup, args.physics_us)
+            ints(args.sizes), device, args.reps, args.steps, args.warmup, args.physics_us,
+            prototypes=bool(args.prototype_sizes))
         stamp("adapters", t)
     if "memory" in sections:
         t = time.time()
@@ -209,7 +213,9 @@ def main(argv=None):
     if "profile" in sections:
         t = time.time()
         result["sections"]["profile"] = measure.profile(args.mem_envs, device,
-                                                        physics_us=args.physics_us)
+                                                        steps=min(100, args.steps),
+                                                        physics_us=args.physics_us,
+                                                        prototypes=bool(args.prototype_sizes))
         stamp("profile", t)
     if "train" in sections or "startup" in sections:
         site, records = site_dirs(args, logs)
@@ -218,16 +224,20 @@ def main(argv=None):
     if "train" in sections:
         t = time.time()
         runs = []
-        plan = [(algo, n, args.physics_us) for algo in args.train_algos.split(",")
+        algos = args.train_algos.split(",")
+        plan = [(algo, n, args.physics_us, False) for algo in algos
                 for n in ints(args.train_sizes)]
         if args.train_physics_us:
-            plan += [(algo, n, args.train_physics_us) for algo in args.train_algos.split(",")
+            plan += [(algo, n, args.train_physics_us, False) for algo in algos
                      for n in ints(args.train_physics_sizes)]
-        for algo, n, physics in plan:
+        plan += [(algo, n, args.physics_us, True) for algo in algos
+                 for n in ints(args.prototype_sizes)]
+        for algo, n, physics, proto in plan:
             steps = EPISODE_LENGTH[algo] * n * args.train_updates
             runs.append(train_bench.run_train(algo, n, steps, device, site, records, logs,
                                               physics_us=physics,
-                                              episode_length=EPISODE_LENGTH[algo]))
+                                              episode_length=EPISODE_LENGTH[algo],
+                                              prototype=proto))
             result["sections"]["train"] = {"runs": runs}
             save()
         stamp("train", t)

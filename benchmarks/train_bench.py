@@ -181,6 +181,13 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
     sim.import_isaacgym()  # the stand-in; before torch, as the product demands
     clock = LayerClock()
     wrapped = instrument(clock)
+    if os.environ.get("BENCH_PROTOTYPE_STATS") == "1":
+        from benchmarks.prototype_stats import DeferredEpisodeStats
+
+        for modname in ("mapush.envs.harl_env", "mapush.envs.openrl_env"):
+            module = importlib.import_module(modname)
+            module.EpisodeStats = DeferredEpisodeStats  # type: ignore[attr-defined]
+        wrapped.append("prototype: DeferredEpisodeStats in place of EpisodeStats")
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
 
@@ -206,6 +213,7 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
         "memory": clock.memory, "wrapped": wrapped,
         "memory_growth": memory_growth(clock.memory, 2 * episode_length),
         "physics_us": float(os.environ.get("BENCH_DOUBLE_PHYSICS_US", "0")),
+        "prototype_stats": os.environ.get("BENCH_PROTOTYPE_STATS") == "1",
         "trace": [[round(t - trace[0][0], 6), round(l, 6), round(e, 6)] for t, l, e in trace],
     }
     if trace:
@@ -226,9 +234,10 @@ def _summ(values: List[float]) -> Dict[str, Any]:
 
 def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[str],
               records: Optional[str], log_dir: Path, timeout: float = 240.0,
-              physics_us: float = 0.0, episode_length: int = 200) -> Dict[str, Any]:
+              physics_us: float = 0.0, episode_length: int = 200,
+              prototype: bool = False) -> Dict[str, Any]:
     """(b) in a child process; the child's output goes to ``log_dir``."""
-    name = "train-%s-%d-p%d" % (algo, num_envs, physics_us)
+    name = "train-%s-%d-p%d%s" % (algo, num_envs, physics_us, "-proto" if prototype else "")
     out = log_dir / (name + ".json")
     log = log_dir / (name + ".log")
     cmd = [sys.executable, str(REPO / "benchmarks" / "run.py"), "--child-train", algo,
@@ -236,7 +245,9 @@ def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[
     start = time.time()
     with open(str(log), "w") as fh:
         try:
-            proc = subprocess.run(cmd, env=child_env(site, records, physics_us), stdout=fh,
+            env = child_env(site, records, physics_us)
+            env["BENCH_PROTOTYPE_STATS"] = "1" if prototype else "0"
+            proc = subprocess.run(cmd, env=env, stdout=fh,
                                   stderr=subprocess.STDOUT, timeout=timeout, cwd=str(REPO))
             code = proc.returncode
         except subprocess.TimeoutExpired:
@@ -245,7 +256,8 @@ def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[
         result = json.loads(out.read_text())
         result.pop("trace", None)  # kept in the log dir's JSON
         return result
-    return {"algo": algo, "num_envs": num_envs, "physics_us": physics_us, "error": "exit %s after %.1fs; log tail: %s"
+    return {"algo": algo, "num_envs": num_envs, "physics_us": physics_us,
+            "prototype_stats": prototype, "error": "exit %s after %.1fs; log tail: %s"
             % (code, time.time() - start, _tail(log))}
 
 
