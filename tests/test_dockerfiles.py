@@ -97,7 +97,7 @@ def test_layers_run_from_slow_to_fast_changing():
     order = [
         _index(r'^RUN pip install --no-deps --index-url "\$\{TORCH_INDEX_URL\}"'),  # torch
         _index(r"^COPY env/requirements.lock "),
-        _index(r"--require-hashes -r /opt/mapush-env/env/requirements.lock"),
+        _index(r"^        -r /opt/mapush-env/env/requirements.lock"),
         _index(r"^RUN python /opt/mapush-env/bin/check_stack.py"),
         _index(r"^RUN --mount=type=bind,from=isaacgym"),
         _index(r"^RUN python /opt/mapush-env/bin/prebuild_gymtorch.py"),
@@ -350,3 +350,12 @@ def test_selfcheck_on_real_patched_openrl_and_harl(upstream, tmp_path):
     patched.write_text("edited by hand\n")
     proc = _selfcheck(env)
     assert "mqe/base_task.py differs from the patched file recorded" in proc.stderr
+
+
+def test_image_scripts_run_on_the_images_python():
+    scripts = sorted(str(p) for p in (REPO / "docker").glob("*.py"))
+    assert len(scripts) >= 4
+    proc = subprocess.run([_tool("vermin"), "-q", "--no-tips", "--violations",
+                           "-t=%s-" % PINS["PYTHON_VERSION"]] + scripts,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, proc.stdout
