@@ -111,7 +111,7 @@ DOCKER_BUILD = $(DOCKER) build --file docker/Dockerfile --tag $(IMAGE) \
 	--build-context isaacgym=$(ISAACGYM_CONTEXT) $(BUILD_ARGS) .
 # Stage the tarball alone in the context folder: a hard link, or a copy across file systems.
 STAGE_TARBALL = mkdir -p $(ISAACGYM_CONTEXT) && rm -f $(ISAACGYM_CONTEXT)/* && \
-	{ ln $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL) 2>/dev/null || \
+	{ ln -L $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL) 2>/dev/null || \
 	cp $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL); }
 CHECK_TARBALL = { test -f $(ISAACGYM_TARBALL_PATH) || { echo "$(_TARBALL_MSG)" >&2; exit 2; }; }
 

@@ -177,9 +177,11 @@ def test_train_without_image_and_tarball_stops_before_building(sandbox):
 
 
 def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
-    tarball = tmp_path / "elsewhere" / "isaacgym.tgz"
-    tarball.parent.mkdir()
-    tarball.write_bytes(b"not really Isaac Gym")
+    real = tmp_path / "elsewhere" / "isaacgym.tgz"
+    real.parent.mkdir()
+    real.write_bytes(b"not really Isaac Gym")
+    tarball = tmp_path / "link.tgz"  # a symlink is staged as the file it points to
+    tarball.symlink_to(real)
     proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball,
                              "HOST_UID=1234", "HOST_GID=567"])
     assert proc.returncode == 0, proc.stderr
@@ -197,7 +199,8 @@ def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
     context = sandbox / "build" / "isaacgym-context"
     assert "--build-context" in args and "isaacgym=build/isaacgym-context" in args
     assert sorted(p.name for p in context.iterdir()) == [PINS["ISAACGYM_TARBALL"]]
-    assert (context / PINS["ISAACGYM_TARBALL"]).read_bytes() == tarball.read_bytes()
+    staged = context / PINS["ISAACGYM_TARBALL"]
+    assert not staged.is_symlink() and staged.read_bytes() == real.read_bytes()
 
 
 def test_train_builds_only_a_missing_image_then_runs_compose(sandbox, tmp_path):
