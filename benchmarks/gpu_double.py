@@ -3,7 +3,7 @@
 The benchmark must measure our layer, not the simulator, so ``step`` costs a fixed, small,
 known amount of device work and never waits for the device: no Python loop over envs, no
 ``.item()``/``float()``/boolean-mask indexing (each of those is a host sync), no allocation
-that grows. One step is a fixed sequence of 29 torch ops (27 kernel launches, 2 views) over
+that grows. One step is a fixed sequence of 29 torch ops (26 kernels, 1 device copy, 2 views) over
 at most ``num_envs x num_agents x obs_dim`` floats, plus an optional fixed busy-wait on the
 device (``physics_us``, ``torch.cuda._sleep``) that stands in for PhysX.
 
@@ -23,7 +23,7 @@ from typing import Any, Dict, Optional
 import torch
 from gym import spaces
 
-KERNELS_PER_STEP = 27  # device kernels one step() launches (physics_us adds one more)
+KERNELS_PER_STEP = 26  # kernels one step() launches, plus one device copy (physics_us: +1)
 
 
 def _cycles_per_us(device: torch.device) -> float:
