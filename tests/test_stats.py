@@ -3,6 +3,7 @@
 A scripted env stands in for MQE's episode buffers: each test decides which envs end,
 succeed and collide on which step, and the expected metrics are computed from that script.
 """
+import collections
 import gc
 import types
 
@@ -129,3 +130,63 @@ def test_bounded_over_10000_steps_with_64_envs():
     assert stats.window_sizes() == sizes
     assert int(stats.episodes) > 1000 * 64 / 7  # the windows wrapped many times
     assert growth < 16.0, "host RSS grew %.1f MB over 9000 steps" % growth
+
+
+class _ReferenceStats(object):
+    """The definitions, one env and one step at a time, in plain Python (slow, obvious)."""
+
+    def __init__(self, n, window, dt, max_len):
+        self.ring = collections.deque(maxlen=max(window, n))
+        self.dt, self.max_len = dt, max_len
+        self.ep = [[0, 0.0, 0.0] for _ in range(n)]
+        self.last = [[0.0, 0.0] for _ in range(n)]
+
+    def update(self, finished, collision, collaboration, done):
+        for i, ep in enumerate(self.ep):
+            ep[0] += 1
+            ep[1] += max(collision[i] - self.last[i][0], 0.0)
+            ep[2] += max(collaboration[i] - self.last[i][1], 0.0)
+            self.last[i] = [collision[i], collaboration[i]]
+        for i, ep in enumerate(self.ep):
+            if done[i]:
+                ok = bool(finished[i])
+                self.ring.append((ok, (ep[0] if ok else self.max_len) * self.dt,
+                                  ep[1] / ep[0], ep[2] / ep[0]))
+                self.ep[i] = [0, 0.0, 0.0]
+
+    def summary(self):
+        if not self.ring:
+            return {}
+        wins = [r for r in self.ring if r[0]]
+        out = {"success_rate": len(wins) / len(self.ring),
+               "finished_time": sum(r[1] for r in self.ring) / len(self.ring)}
+        if wins:
+            out["collision_degree"] = sum(r[2] for r in wins) / len(wins)
+            out["collaboration_degree"] = sum(r[3] for r in wins) / len(wins)
+        return out
+
+
+@pytest.mark.parametrize("capacity", [1, 7, 256])
+@pytest.mark.parametrize("window", [4, 1000])
+@pytest.mark.parametrize("p_done", [0.05, 0.5])
+def test_batched_updates_equal_the_step_by_step_definition(capacity, window, p_done):
+    """Steps are folded in batches of ``capacity``; the result must not depend on it."""
+    gen = torch.Generator().manual_seed(capacity * 1000 + window + int(p_done * 100))
+    n = 6
+    env = scripted_env(n, dt=0.1, max_episode_length=50)
+    stats = EpisodeStats.for_env(env, window=window, capacity=capacity)
+    ref = _ReferenceStats(n, window, 0.1, 50)
+    for step in range(300):
+        env.collision_degree_buf += (torch.rand(n, generator=gen) < 0.3).float()
+        env.collaboration_degree_buf += (torch.rand(n, generator=gen) < 0.5).float()
+        env.finished_buf = torch.rand(n, generator=gen) < 0.5
+        done = torch.rand(n, generator=gen) < p_done
+        stats.update(env, done)
+        ref.update(env.finished_buf.tolist(), env.collision_degree_buf.tolist(),
+                   env.collaboration_degree_buf.tolist(), done.tolist())
+        if step % 41 == 40 or step == 299:
+            got, want = stats.summary(), ref.summary()
+            assert got.pop("episodes") >= len(ref.ring)
+            assert got.keys() == want.keys()
+            for key in want:
+                assert got[key] == pytest.approx(want[key], rel=1e-5), (step, key)

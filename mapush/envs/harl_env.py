@@ -92,8 +92,7 @@ class MAPushHARLEnv(object):
 
     def reset(self) -> Tuple[np.ndarray, np.ndarray, None]:
         obs = self.env.reset()
-        for buf in (self.stats.ep_len, self.stats.ep_collision, self.stats.ep_collaboration):
-            buf.zero_()
+        self.stats.reset_episodes()
         packed = obs.reshape(self.n_envs, -1).to(torch.float32).cpu().numpy()
         obs_np = packed.reshape(self.n_envs, self.n_agents, self.obs_dim)
         return obs_np, self._share(obs_np), None
