@@ -125,3 +125,12 @@ def test_compose_reads_the_pins_file():
                       env={})["services"]
     assert set(services) == {"train", "smoke-test", "doctor", "tensorboard"}
     assert pins()["CUDA_BASE_IMAGE"]
+
+
+def test_contact_buffer_is_budgeted_unless_the_user_sets_a_multiplier():
+    """An always-set multiplier would switch off mapush's PhysX budget (issue 6)."""
+    services = config("--profile", "gpu", env={"MAPUSH_CONTACT_PAIRS_MULTIPLIER": ""})["services"]
+    for name in GPU_SERVICES:
+        assert services[name]["environment"]["MAPUSH_CONTACT_PAIRS_MULTIPLIER"] == "", name
+    chosen = config("--profile", "gpu", env={"MAPUSH_CONTACT_PAIRS_MULTIPLIER": "2"})["services"]
+    assert chosen["train"]["environment"]["MAPUSH_CONTACT_PAIRS_MULTIPLIER"] == "2"
