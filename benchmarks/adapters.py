@@ -16,8 +16,6 @@ from benchmarks.seed_adapter import SeedStyleHARLEnv
 Variant = Tuple[Callable[[], Any], Callable[[], Any]]
 
 ADAPTERS = ("seed", "harl", "openrl")
-# Our adapters with benchmarks/prototype_stats.py in place of EpisodeStats (not the product).
-PROTOTYPES = ("harl_deferred", "openrl_deferred")
 
 
 def _actions(env: GpuMqeDouble, sets: int = 4) -> list:
@@ -89,26 +87,8 @@ def openrl_variant(env: GpuMqeDouble) -> Variant:
     return (lambda: adapter.step(acts())), adapter.batch_rewards
 
 
-def _deferred(builder: Callable[[GpuMqeDouble], Variant], module: str) -> Callable:
-    def build(env: GpuMqeDouble) -> Variant:
-        import importlib
-
-        from benchmarks.prototype_stats import DeferredEpisodeStats
-
-        mod = importlib.import_module(module)
-        saved = mod.EpisodeStats
-        mod.EpisodeStats = DeferredEpisodeStats
-        try:
-            return builder(env)
-        finally:
-            mod.EpisodeStats = saved
-
-    return build
-
-
-BUILDERS = {"seed": seed_variant, "harl": harl_variant, "openrl": openrl_variant,
-            "harl_deferred": _deferred(harl_variant, "mapush.envs.harl_env"),
-            "openrl_deferred": _deferred(openrl_variant, "mapush.envs.openrl_env")}  # type: Dict[str, Callable[[GpuMqeDouble], Variant]]
+BUILDERS = {"seed": seed_variant, "harl": harl_variant,
+            "openrl": openrl_variant}  # type: Dict[str, Callable[[GpuMqeDouble], Variant]]
 
 
 def build(name: str, num_envs: int, device: Any, physics_us: float = 0.0) -> Variant:

@@ -29,10 +29,8 @@ def _build_all(names: Sequence[str], num_envs: int, device: Any,
 
 
 def adapter_cost(sizes: Sequence[int], device: Any, reps: int, steps: int, warmup: int,
-                 physics_us: float = 0.0, prototypes: bool = False) -> Dict[str, Any]:
+                 physics_us: float = 0.0) -> Dict[str, Any]:
     names = ["double", "double_sync"] + list(adapters.ADAPTERS)
-    if prototypes:
-        names += list(adapters.PROTOTYPES)
     out = {"sizes": {}, "reps": reps, "steps": steps, "warmup": warmup,
            "physics_us": physics_us}  # type: Dict[str, Any]
     for n in sizes:
@@ -99,15 +97,15 @@ def memory(num_envs: int, device: Any, steps: int, warmup: int, samples: int = 2
 
 
 def profile(num_envs: int, device: Any, steps: int = 100, warmup: int = 20,
-            physics_us: float = 0.0, prototypes: bool = False) -> Dict[str, Any]:
+            physics_us: float = 0.0) -> Dict[str, Any]:
     """Where each adapter's time goes: torch.profiler over ``steps`` steps (top ops by
-    self CPU time, kernel launches, host copies and syncs per step), and the cost of
-    ``EpisodeStats.update`` alone (synchronized), the per-step statistics both of our
-    adapters run."""
+    self CPU time, kernel launches, host copies and syncs per step), and the cost of the
+    episode statistics both of our adapters keep (``EpisodeStats``, synchronized): one
+    ``update`` (a step's record), one ``flush`` of a full buffer, and the two together
+    per step over two buffers' worth of steps."""
     import torch
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
-    from benchmarks.gpu_double import GpuMqeDouble
     from benchmarks.timing import synchronize
 
     acts = [ProfilerActivity.CPU]
@@ -115,8 +113,6 @@ def profile(num_envs: int, device: Any, steps: int = 100, warmup: int = 20,
         acts.append(ProfilerActivity.CUDA)
     out = {"num_envs": num_envs, "steps": steps, "adapters": {}}  # type: Dict[str, Any]
     names = ["double_sync"] + list(adapters.ADAPTERS)
-    if prototypes:
-        names += list(adapters.PROTOTYPES)
     for name in names:
         try:
             step, _log = adapters.build(name, num_envs, device, physics_us)
@@ -147,24 +143,55 @@ def profile(num_envs: int, device: Any, steps: int = 100, warmup: int = 20,
             "table": events.table(sort_by="self_cpu_time_total", row_limit=25),
         }
         del step, _log, prof
-    # EpisodeStats.update alone, as both adapters call it once per step.
     try:
-        from mapush.envs.stats import EpisodeStats
-
-        env = GpuMqeDouble(num_envs, device)
-        env.reset()
-        stats = EpisodeStats.for_env(env)
-        act = torch.zeros(num_envs, env.num_agents, 3, device=env.device)
-        times = []
-        for i in range(warmup + steps):
-            _obs, _rew, done, _info = env.step(act)
-            synchronize(device)
-            start = time.perf_counter()
-            stats.update(env, done)
-            synchronize(device)
-            if i >= warmup:
-                times.append(time.perf_counter() - start)
-        out["stats_update_ms"] = summarize(times, 1e3)
+        out.update(stats_cost(num_envs, device, warmup))
     except Exception as exc:  # noqa: BLE001
         out["stats_update_ms"] = {"n": 0, "skipped": "%s: %s" % (type(exc).__name__, exc)}
     return out
+
+
+def stats_cost(num_envs: int, device: Any, warmup: int = 20) -> Dict[str, Any]:
+    """``EpisodeStats`` alone over the double, each call synchronized: ``update`` per step
+    (the record), ``flush`` of a full buffer (the fold, once per ``capacity`` steps), and
+    the two per step (mean update + median fold / capacity)."""
+    import torch
+
+    from benchmarks.gpu_double import GpuMqeDouble
+    from benchmarks.timing import synchronize
+    from mapush.envs.stats import EpisodeStats
+
+    env = GpuMqeDouble(num_envs, device)
+    env.reset()
+    stats = EpisodeStats.for_env(env)
+    act = torch.zeros(num_envs, env.num_agents, 3, device=env.device)
+    for _ in range(warmup):  # warm both paths (record and fold)
+        stats.update(env, env.step(act)[2])
+    stats.flush()
+    updates, flushes = [], []
+    for i in range(2 * stats.capacity):
+        if i == stats.capacity:  # the buffer is full: time the fold on its own
+            synchronize(device)
+            start = time.perf_counter()
+            stats.flush()
+            synchronize(device)
+            flushes.append(time.perf_counter() - start)
+        done = env.step(act)[2]
+        synchronize(device)
+        start = time.perf_counter()
+        stats.update(env, done)
+        synchronize(device)
+        updates.append(time.perf_counter() - start)
+    stats.flush()
+    while len(flushes) < 5:
+        for _ in range(stats.capacity):
+            stats.update(env, env.step(act)[2])
+        synchronize(device)
+        start = time.perf_counter()
+        stats.flush()
+        synchronize(device)
+        flushes.append(time.perf_counter() - start)
+    update, fold = summarize(updates, 1e3), summarize(flushes, 1e3)
+    return {"stats_update_ms": update, "stats_flush_ms": fold,
+            "stats_amortized_ms": sum(updates) * 1e3 / len(updates)
+            + fold["median"] / stats.capacity,
+            "stats_capacity": stats.capacity}

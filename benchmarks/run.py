@@ -3,7 +3,8 @@
 Runs (a) adapter cost per step, (b) training-loop throughput and layer share, (c) memory
 over many steps and (d) time from ``mapush train`` to the first update, then writes
 ``<out>/<tag>.json`` and ``<out>/<tag>.md``. ``--quick`` is the CPU smoke of ``make bench``:
-tiny sizes, a few seconds per section. See benchmarks/README.md for the method.
+tiny sizes, a few seconds per section. Exits 1 when any variant or run failed (a missed
+target is no failure). See benchmarks/README.md for the method.
 """
 import argparse
 import json
@@ -23,12 +24,12 @@ SECTIONS = ("adapters", "memory", "profile", "train", "startup")
 FULL = {"sizes": "200,500,2000,4096", "reps": 7, "steps": 200, "warmup": 50,
         "mem_envs": 500, "mem_steps": 20000, "mem_warmup": 1000,
         "train_sizes": "200,500,2000,4096", "train_algos": "happo,ppo", "train_updates": 4,
-        "train_physics_sizes": "500", "train_physics_us": 2000.0, "prototype_sizes": "500",
+        "train_physics_sizes": "500", "train_physics_us": 2000.0, "profile_steps": 256,
         "startup_envs": 500, "startup_algos": "happo,ppo"}
 QUICK = {"sizes": "8,32", "reps": 3, "steps": 20, "warmup": 5,
          "mem_envs": 16, "mem_steps": 400, "mem_warmup": 50,
          "train_sizes": "8", "train_algos": "happo,ppo", "train_updates": 2,
-         "train_physics_sizes": "", "train_physics_us": 0.0, "prototype_sizes": "8",
+         "train_physics_sizes": "", "train_physics_us": 0.0, "profile_steps": 20,
          "startup_envs": 8, "startup_algos": "happo"}
 # env steps per update per env, as the shipped trainer configs set them
 EPISODE_LENGTH = {"happo": 200, "mappo": 200, "hatrpo": 200, "ppo": 200}
@@ -53,9 +54,8 @@ def parse(argv):
                    help="sizes of extra training runs with --train-physics-us")
     p.add_argument("--train-physics-us", type=float,
                    help="device busy-wait per step (a stand-in for PhysX) of those runs")
-    p.add_argument("--prototype-sizes",
-                   help="sizes of extra training runs with benchmarks/prototype_stats.py "
-                        "('' for none); (a) and the profile then include the prototypes too")
+    p.add_argument("--profile-steps", type=int,
+                   help="steps under torch.profiler (256: one fold of EpisodeStats)")
     p.add_argument("--startup-envs", type=int)
     p.add_argument("--startup-algos")
     p.add_argument("--physics-us", type=float, default=0.0,
@@ -187,6 +187,8 @@ def main(argv=None):
     out_dir.mkdir(parents=True, exist_ok=True)
     logs = Path(tempfile.mkdtemp(prefix="bench-logs-"))
     result = {"environment": info, "command": [sys.executable] + sys.argv,
+              # how the run was asked for (gpu_run.sh passes the device call on)
+              "produced_by": os.environ.get("BENCH_CALL"),
               "settings": {k: v for k, v in vars(args).items()}, "sections": {}}
 
     def save():
@@ -201,8 +203,7 @@ def main(argv=None):
     if "adapters" in sections:
         t = time.time()
         result["sections"]["adapters"] = measure.adapter_cost(
-            ints(args.sizes), device, args.reps, args.steps, args.warmup, args.physics_us,
-            prototypes=bool(args.prototype_sizes))
+            ints(args.sizes), device, args.reps, args.steps, args.warmup, args.physics_us)
         stamp("adapters", t)
     if "memory" in sections:
         t = time.time()
@@ -213,9 +214,8 @@ def main(argv=None):
     if "profile" in sections:
         t = time.time()
         result["sections"]["profile"] = measure.profile(args.mem_envs, device,
-                                                        steps=min(100, args.steps),
-                                                        physics_us=args.physics_us,
-                                                        prototypes=bool(args.prototype_sizes))
+                                                        steps=args.profile_steps,
+                                                        physics_us=args.physics_us)
         stamp("profile", t)
     if "train" in sections or "startup" in sections:
         site, records = site_dirs(args, logs)
@@ -225,19 +225,15 @@ def main(argv=None):
         t = time.time()
         runs = []
         algos = args.train_algos.split(",")
-        plan = [(algo, n, args.physics_us, False) for algo in algos
-                for n in ints(args.train_sizes)]
+        plan = [(algo, n, args.physics_us) for algo in algos for n in ints(args.train_sizes)]
         if args.train_physics_us:
-            plan += [(algo, n, args.train_physics_us, False) for algo in algos
+            plan += [(algo, n, args.train_physics_us) for algo in algos
                      for n in ints(args.train_physics_sizes)]
-        plan += [(algo, n, args.physics_us, True) for algo in algos
-                 for n in ints(args.prototype_sizes)]
-        for algo, n, physics, proto in plan:
+        for algo, n, physics in plan:
             steps = EPISODE_LENGTH[algo] * n * args.train_updates
             runs.append(train_bench.run_train(algo, n, steps, device, site, records, logs,
                                               physics_us=physics,
-                                              episode_length=EPISODE_LENGTH[algo],
-                                              prototype=proto))
+                                              episode_length=EPISODE_LENGTH[algo]))
             result["sections"]["train"] = {"runs": runs}
             save()
         stamp("train", t)
@@ -259,7 +255,10 @@ def main(argv=None):
             tar.add(str(logs), arcname="logs")
     print(report.markdown(result))
     print("bench: wrote %s.{json,md}" % (out_dir / tag), file=sys.stderr)
-    return 0
+    failed = report.failures(result)
+    for line in failed:
+        print("bench: FAILED %s" % line, file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -63,6 +63,9 @@ class LayerClock(object):
         self.env_inside = 0.0
         self.env_outside = 0.0
         self.calls = {}  # type: Dict[str, int]
+        # per outermost function: seconds in our layer, the double's own time taken out
+        self.seconds = {}  # type: Dict[str, float]
+        self.steady = {}  # type: Dict[str, float]  # ``seconds`` when warm-up ended
         self.trace = []  # type: List[List[float]]  # per env step: t, layer, env_inside
         self.memory = []  # type: List[List[float]]  # every mem_every steps: step, alloc, rss
 
@@ -73,11 +76,15 @@ def _wrap_layer(clock: LayerClock, fn: Any, name: str) -> Any:
             return fn(*args, **kwargs)
         clock.calls[name] = clock.calls.get(name, 0) + 1
         clock.depth += 1
+        env_before = clock.env_inside
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
-            clock.layer += time.perf_counter() - start
+            took = time.perf_counter() - start
+            clock.layer += took
+            clock.seconds[name] = (clock.seconds.get(name, 0.0) + took
+                                   - (clock.env_inside - env_before))
             clock.depth -= 1
 
     timed.__wrapped__ = fn  # type: ignore[attr-defined]
@@ -85,9 +92,10 @@ def _wrap_layer(clock: LayerClock, fn: Any, name: str) -> Any:
     return timed
 
 
-def instrument(clock: LayerClock, mem_every: int = 100) -> List[str]:
+def instrument(clock: LayerClock, mem_every: int = 100, steady_from: int = 0) -> List[str]:
     """Wrap ``mapush.envs.*`` (stats first, so modules that import its functions by name
-    get the wrapped ones) and the double's ``step``. Returns what was wrapped."""
+    get the wrapped ones) and the double's ``step``; ``clock.steady`` is taken at env step
+    ``steady_from``. Returns what was wrapped."""
     import torch
 
     import mapush.envs as envs_pkg
@@ -140,6 +148,8 @@ def instrument(clock: LayerClock, mem_every: int = 100) -> List[str]:
             clock.memory.append([counter["n"], alloc / 2.0 ** 20, reserved / 2.0 ** 20,
                                  host_rss_mb()])
         counter["n"] += 1
+        if counter["n"] == steady_from:
+            clock.steady = dict(clock.seconds)
         return out
 
     GpuMqeDouble.step = env_step
@@ -180,14 +190,8 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
 
     sim.import_isaacgym()  # the stand-in; before torch, as the product demands
     clock = LayerClock()
-    wrapped = instrument(clock)
-    if os.environ.get("BENCH_PROTOTYPE_STATS") == "1":
-        from benchmarks.prototype_stats import DeferredEpisodeStats
-
-        for modname in ("mapush.envs.harl_env", "mapush.envs.openrl_env"):
-            module = importlib.import_module(modname)
-            module.EpisodeStats = DeferredEpisodeStats  # type: ignore[attr-defined]
-        wrapped.append("prototype: DeferredEpisodeStats in place of EpisodeStats")
+    # the first iteration (a rollout and its update) is warm-up, as in ``iterations``
+    wrapped = instrument(clock, steady_from=episode_length + 1)
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
 
@@ -213,7 +217,7 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
         "memory": clock.memory, "wrapped": wrapped,
         "memory_growth": memory_growth(clock.memory, 2 * episode_length),
         "physics_us": float(os.environ.get("BENCH_DOUBLE_PHYSICS_US", "0")),
-        "prototype_stats": os.environ.get("BENCH_PROTOTYPE_STATS") == "1",
+        "layer_by_function_ms_per_step": by_function(clock, len(trace) - episode_length - 1),
         "trace": [[round(t - trace[0][0], 6), round(l, 6), round(e, 6)] for t, l, e in trace],
     }
     if trace:
@@ -226,6 +230,16 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
     Path(out).write_text(json.dumps(result, indent=1))
 
 
+def by_function(clock: LayerClock, steady_steps: int) -> Dict[str, float]:
+    """Milliseconds per env step of each outermost function of our layer after warm-up
+    (the double's own time taken out), largest first."""
+    if steady_steps <= 0:
+        return {}
+    rows = {name: 1e3 * (sec - clock.steady.get(name, 0.0)) / steady_steps
+            for name, sec in clock.seconds.items()}
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]))
+
+
 def _summ(values: List[float]) -> Dict[str, Any]:
     from benchmarks.timing import summarize
 
@@ -234,10 +248,9 @@ def _summ(values: List[float]) -> Dict[str, Any]:
 
 def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[str],
               records: Optional[str], log_dir: Path, timeout: float = 240.0,
-              physics_us: float = 0.0, episode_length: int = 200,
-              prototype: bool = False) -> Dict[str, Any]:
+              physics_us: float = 0.0, episode_length: int = 200) -> Dict[str, Any]:
     """(b) in a child process; the child's output goes to ``log_dir``."""
-    name = "train-%s-%d-p%d%s" % (algo, num_envs, physics_us, "-proto" if prototype else "")
+    name = "train-%s-%d-p%d" % (algo, num_envs, physics_us)
     out = log_dir / (name + ".json")
     log = log_dir / (name + ".log")
     cmd = [sys.executable, str(REPO / "benchmarks" / "run.py"), "--child-train", algo,
@@ -245,9 +258,7 @@ def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[
     start = time.time()
     with open(str(log), "w") as fh:
         try:
-            env = child_env(site, records, physics_us)
-            env["BENCH_PROTOTYPE_STATS"] = "1" if prototype else "0"
-            proc = subprocess.run(cmd, env=env, stdout=fh,
+            proc = subprocess.run(cmd, env=child_env(site, records, physics_us), stdout=fh,
                                   stderr=subprocess.STDOUT, timeout=timeout, cwd=str(REPO))
             code = proc.returncode
         except subprocess.TimeoutExpired:
@@ -256,8 +267,7 @@ def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[
         result = json.loads(out.read_text())
         result.pop("trace", None)  # kept in the log dir's JSON
         return result
-    return {"algo": algo, "num_envs": num_envs, "physics_us": physics_us,
-            "prototype_stats": prototype, "error": "exit %s after %.1fs; log tail: %s"
+    return {"algo": algo, "num_envs": num_envs, "physics_us": physics_us, "error": "exit %s after %.1fs; log tail: %s"
             % (code, time.time() - start, _tail(log))}
 
 
