@@ -152,16 +152,17 @@ def markdown(result: Dict[str, Any]) -> str:
         for run in tr["runs"]:
             phys = "%.0f" % run.get("physics_us", 0)
             if "error" in run:
-                rows.append([run["algo"], run["num_envs"], phys, "error", "-", "-", "-"])
+                rows.append([run["algo"], run["num_envs"], phys, "-", "error", "-", "-", "-"])
                 continue
             mg = run.get("memory_growth", {})
             worst = max([mg[k]["growth_pct"] for k in ("device_allocated_mb",
                                                         "device_reserved_mb", "host_rss_mb")
                          if k in mg] or [float("nan")])
-            rows.append([run["algo"], run["num_envs"], phys, _num(run["env_steps_per_s"]),
+            rows.append([run["algo"], run["num_envs"], phys,
+                         run["layer_share_pct"].get("n", 0), _num(run["env_steps_per_s"]),
                          _num(run["layer_share_pct"], "%.2f"),
                          _num(run["layer_ms_per_step"], "%.3f"), "%+.2f%%" % worst])
-        lines += _table(["algo", "envs", "double physics us", "env steps/s",
+        lines += _table(["algo", "envs", "double physics us", "iterations", "env steps/s",
                          "our layer % of wall", "our layer ms/step",
                          "memory growth after 2 rollouts (worst)"], rows)
         for run in tr["runs"]:

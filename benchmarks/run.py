@@ -56,6 +56,8 @@ def parse(argv):
                    help="device busy-wait per step (a stand-in for PhysX) of those runs")
     p.add_argument("--profile-steps", type=int,
                    help="steps under torch.profiler (256: one fold of EpisodeStats)")
+    p.add_argument("--train-timeout", type=float, default=420.0,
+                   help="seconds a training run may take before it is recorded as failed")
     p.add_argument("--startup-envs", type=int)
     p.add_argument("--startup-algos")
     p.add_argument("--physics-us", type=float, default=0.0,
@@ -232,7 +234,7 @@ def main(argv=None):
         for algo, n, physics in plan:
             steps = EPISODE_LENGTH[algo] * n * args.train_updates
             runs.append(train_bench.run_train(algo, n, steps, device, site, records, logs,
-                                              physics_us=physics,
+                                              timeout=args.train_timeout, physics_us=physics,
                                               episode_length=EPISODE_LENGTH[algo]))
             result["sections"]["train"] = {"runs": runs}
             save()
