@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
 from mapush.run.atomic import write_text
+from mapush.run.leave import leave
 from mapush.run.checkpoints import checkpoints_dir, latest_checkpoint, list_checkpoints, \
     read_meta
 from mapush.spec import HARL_ALGOS, RunSpec
@@ -310,12 +311,7 @@ def child_main(argv: List[str]) -> None:
               % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""),
               file=sys.stderr)
         code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - leaving anyway
-            pass
-    os._exit(code)
+    leave(code)
 
 
 if __name__ == "__main__":

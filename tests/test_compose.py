@@ -5,7 +5,6 @@ import json
 import os
 import re
 import subprocess
-from pathlib import Path
 from typing import Any, Dict, Optional
 
 import pytest

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, double_env, run_mapush
+from tests.conftest import double_env, run_mapush
 
 NUM_ENVS, EPISODE_LENGTH, PPO_EPOCH = 8, 25, 2
 PER_UPDATE = NUM_ENVS * EPISODE_LENGTH

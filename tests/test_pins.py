@@ -1,6 +1,5 @@
 """env/pins.env is the single, complete source of pins, and the package reads it."""
 import re
-from pathlib import Path
 
 import pytest
 

@@ -6,7 +6,6 @@ process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym
 """
 import importlib
 import json
-import os
 import signal
 import sys
 import traceback
@@ -17,25 +16,10 @@ from mapush.errors import MapushError
 from mapush.run import phases
 from mapush.run.checkpoints import read_meta
 from mapush.run.context import RunContext, StopFlag
+from mapush.run.leave import leave
 from mapush.spec import RunSpec
 
 TRAINERS = {"openrl": "mapush.trainers.openrl_trainer", "harl": "mapush.trainers.harl_trainer"}
-
-
-def _leave(code: int) -> None:
-    """Flush and leave without interpreter teardown (where Isaac Gym segfaults, seed 002)."""
-    try:
-        import logging
-
-        logging.shutdown()
-    except Exception:  # noqa: BLE001 - leaving anyway
-        pass
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - leaving anyway
-            pass
-    os._exit(code)
 
 
 def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
@@ -74,7 +58,7 @@ def main() -> None:
     stop.install()
     if len(sys.argv) != 2:
         print("usage: python -m mapush.run.child CONFIG_JSON", file=sys.stderr)
-        _leave(2)
+        leave(2)
     try:
         code = run(sys.argv[1], stop)
     except MapushError as exc:
@@ -86,7 +70,7 @@ def main() -> None:
 
         print(diagnose_exception(exc), file=sys.stderr)
         code = 1
-    _leave(code)
+    leave(code)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,13 @@ on stdout; leaves with ``os._exit`` so Isaac Gym's teardown cannot segfault (see
 import argparse
 import json
 import math
-import os
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional
 
 from mapush.errors import MapushError
 from mapush.run import phases
+from mapush.run.leave import leave
 from mapush.spec import RunSpec
 
 
@@ -85,15 +85,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _leave(code: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - leaving anyway
-            pass
-    os._exit(code)
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     args = parser().parse_args(argv)
     try:
@@ -109,7 +100,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         first = str(exc).splitlines()[0] if str(exc) else ""
         print("error: env stage failed: %s: %s" % (type(exc).__name__, first), file=sys.stderr)
         code = 1
-    _leave(code)
+    leave(code)
 
 
 if __name__ == "__main__":
