@@ -46,7 +46,8 @@ ARCH_FIX = (
     "torch %(torch)s has no kernels for this GPU. Supported way out: rebuild the image with a "
     "torch built for %(sm)s: for Hopper (sm_90, H100/H200) set TORCH_VERSION=2.0.1+cu118, "
     "TORCHVISION_VERSION=0.15.2+cu118, TORCH_INDEX_URL=https://download.pytorch.org/whl/cu118 "
-    "(and a CUDA 11.8 base image) in env/pins.env and 'make build' (official Python 3.8 wheels "
+    "(and CUDA_VERSION=11.8 with a CUDA 11.8 CUDA_BASE_IMAGE) in env/pins.env and 'make build' "
+    "(untested by this project; official Python 3.8 wheels "
     "end at torch 2.4.1; Blackwell sm_100/sm_120 has none); note NVIDIA does not validate Isaac "
     "Gym Preview 4 on Hopper (segfaults after '+++ Using GPU PhysX' are reported). Or run on "
     "a GPU up to sm_89 (Ampere/Ada), which the cu116 build supports")
