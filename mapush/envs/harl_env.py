@@ -83,6 +83,7 @@ class MAPushHARLEnv(object):
         # Read-only info dicts shared by all steps: only "bad_transition" (truncation) varies.
         self._info_ok = {a: {"bad_transition": False} for a in range(self.n_agents)}
         self._info_cut = {a: {"bad_transition": True} for a in range(self.n_agents)}
+        self._infos_ok = [self._info_ok] * self.n_envs  # the common step: nothing cut
         self._no_timeout = torch.zeros(self.n_envs, dtype=torch.bool, device=self.device)
         self.closed = False
 
@@ -124,7 +125,8 @@ class MAPushHARLEnv(object):
         done_np = packed[:, -2] > 0.5
         cut = packed[:, -1] > 0.5
         dones = np.repeat(done_np[:, None], self.n_agents, axis=1)
-        infos = [self._info_cut if c else self._info_ok for c in cut.tolist()]
+        infos = ([self._info_cut if c else self._info_ok for c in cut.tolist()]
+                 if cut.any() else self._infos_ok)
         return obs_np, self._share(obs_np), rewards, dones, infos, None
 
     def _share(self, obs: np.ndarray) -> np.ndarray:

@@ -74,7 +74,8 @@ class MAPushLogger(BaseLogger):
 
     def per_step(self, data: Any) -> None:
         rewards, dones = data[2], data[3]
-        done_env = np.all(dones, axis=1)
+        # The adapter repeats one done per env across agents: column 0 is the env's.
+        done_env = dones[:, 0].astype(bool)
         self.train_episode_rewards += np.mean(rewards, axis=1).reshape(-1)
         if done_env.any():
             self._return_sum += float(self.train_episode_rewards[done_env].sum())
