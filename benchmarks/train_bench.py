@@ -20,7 +20,6 @@ import inspect
 import json
 import os
 import pkgutil
-import statistics
 import subprocess
 import sys
 import tempfile
