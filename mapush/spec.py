@@ -3,7 +3,6 @@
 The CLI builds it, the parent writes it to ``config.json``, the child reads it back; nothing
 downstream re-parses options.
 """
-import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -39,10 +38,6 @@ class RunSpec:
         """``openrl`` for PPO (MAPush's own recipe), ``harl`` for the HARL algorithms."""
         return "openrl" if self.algo == "ppo" else "harl"
 
-    @property
-    def path(self) -> Path:
-        return Path(self.run_dir)
-
     def with_changes(self, **changes: Any) -> "RunSpec":
         return replace(self, **changes)
 
@@ -53,9 +48,6 @@ class RunSpec:
     def from_dict(cls, data: Dict[str, Any]) -> "RunSpec":
         known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
         return cls(**{k: v for k, v in data.items() if k in known})
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
 
 
 def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:
