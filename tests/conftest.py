@@ -3,6 +3,7 @@
 Nothing here is shipped. The product sees the double only because these fixtures put
 ``tests/doubles`` on ``PYTHONPATH`` and point ``MAPUSH_ROOT`` at ``tests/doubles/mapush_root``.
 """
+import hashlib
 import os
 import subprocess
 import sys
@@ -47,3 +48,14 @@ def run_mapush(args, env, cwd=None, timeout=600):
     return subprocess.run([sys.executable, "-m", "mapush"] + [str(a) for a in args], env=env,
                           cwd=str(cwd) if cwd else None, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def tree_hash(root):
+    """sha256 over every path (files and folders, caches included) and file under root:
+    proves a tree was not written to."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(root).rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

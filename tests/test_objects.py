@@ -2,54 +2,21 @@
 only. Two runs with different objects share one MAPush tree at the same time, each with its
 own config, and the tree is not written to (upstream's train.sh copied the object's config
 over an installed source file)."""
-import hashlib
 import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-from tests.conftest import DOUBLE_ROOT, double_env, run_mapush
+from tests.conftest import tree_hash, DOUBLE_ROOT, double_env, run_mapush
 
-WEDGE = '''"""An object that exists only in this test's MAPush tree."""
-
-
-class Go1PushMidCfg(object):
-    class env(object):
-        env_name = "wedge"
-        num_envs = 10
-        num_agents = 2
-        episode_length_s = 2.0
-        record_video = False
-
-    class sim(object):
-        dt = 0.05
-
-        class physx(object):
-            max_gpu_contact_pairs = 2 ** 23
-
-    class control(object):
-        decimation = 2
-
-    class goal(object):
-        general_dist = False
-'''
-
-
-def tree_hash(root):
-    digest = hashlib.sha256()
-    for path in sorted(Path(root).rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def mapush_tree(tmp_path):
     root = tmp_path / "mapush_root"
     shutil.copytree(str(DOUBLE_ROOT), str(root), ignore=shutil.ignore_patterns("__pycache__"))
     (root / "task" / "wedge").mkdir()
-    (root / "task" / "wedge" / "config.py").write_text(WEDGE)
+    (root / "task" / "wedge" / "config.py").write_text(
+        (root / "task" / "cuboid" / "config.py").read_text().replace('"cuboid"', '"wedge"'))
     return root
 
 

@@ -3,7 +3,6 @@
 One training run (module fixture) serves the checks of the run directory; resume, stop and
 bad resumes work on copies of it. The OpenRL config is shrunk to 25 steps per env and update
 (``--config``) so that 2000 steps are 10 updates."""
-import hashlib
 import json
 import shutil
 import signal
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import double_env, run_mapush
+from tests.conftest import tree_hash, double_env, run_mapush
 
 NUM_ENVS, EPISODE_LENGTH, PPO_EPOCH = 8, 25, 2
 PER_UPDATE = NUM_ENVS * EPISODE_LENGTH
@@ -26,15 +25,6 @@ def train_args(run_dir, config, steps, *extra):
     return ["train", "--algo", "ppo", "--sim-device", "cpu", "--rl-device", "cpu",
             "--num-envs", NUM_ENVS, "--steps", steps, "--checkpoint-interval", 1000,
             "--config", config, "--run-dir", run_dir, "--seed", 3] + list(extra)
-
-
-def tree_hash(root):
-    digest = hashlib.sha256()
-    for path in sorted(Path(root).rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 def checkpoint_steps(run_dir):

@@ -1,13 +1,11 @@
 """The isaacgym boundary: object configs, the argument namespace, phases, failing fast."""
-import hashlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import DOUBLE_ROOT, REPO, double_env
+from tests.conftest import DOUBLE_ROOT, REPO, double_env, tree_hash
 
 MAKE_ENV = """
 import json, sys
@@ -22,19 +20,10 @@ print(json.dumps({"object": cfg.env.env_name, "num_envs": env.num_envs, "device"
 """
 
 
-def _tree_hash(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def test_make_env_loads_the_object_config_and_marks_phases(tmp_path):
     phases = tmp_path / "phases.log"
     log = tmp_path / "double.jsonl"
-    before = _tree_hash(DOUBLE_ROOT)
+    before = tree_hash(DOUBLE_ROOT)
     out = subprocess.run([sys.executable, "-c", MAKE_ENV, "Tblock"], capture_output=True, text=True,
                          env=double_env(MAPUSH_PHASE_FILE=phases, MQE_DOUBLE_LOG=log), check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -43,7 +32,7 @@ def test_make_env_loads_the_object_config_and_marks_phases(tmp_path):
     seen = [line.split()[1] for line in phases.read_text().splitlines()]
     assert seen == ["create_sim", "terrain", "envs", "prepare_sim"]
     assert json.loads(log.read_text())["contact_pairs"] == 1024
-    assert _tree_hash(DOUBLE_ROOT) == before
+    assert tree_hash(DOUBLE_ROOT) == before
 
 
 def test_unknown_object_lists_the_objects_found():
