@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="check GPU, driver, Isaac Gym, patches, MAPush")
     doctor.add_argument("--num-envs", type=positive_int, default=200)
+    doctor.add_argument("--object", default=None,
+                        help="size the memory check for this object (default: the object "
+                             "with the most robots found under MAPUSH_ROOT)")
     doctor.add_argument("--sim-device", type=device, default="cuda:0")
     doctor.add_argument("--rl-device", type=device, default="cuda:0")
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")

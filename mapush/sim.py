@@ -8,12 +8,13 @@ falls back to anything else.
 """
 import argparse
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
-from mapush.objects import find_objects, mapush_root, object_config_path
+from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
 from mapush.run import phases
 from mapush.spec import RunSpec
 
@@ -74,6 +75,40 @@ def load_object_config(obj: str, root: Optional[Path] = None) -> type:
     if cfg is None:
         raise UsageError("--object %s: %s defines no Go1PushMidCfg" % (obj, path))
     return cfg
+
+
+def resolve_relative_paths(cfg: type, root: Path) -> Dict[str, str]:
+    """Make every setting of the config tree that is a path relative to the working
+    directory (``"./..."``) absolute under ``root``; returns ``{setting: new value}``.
+
+    MQE loads its models by such paths, which only work when started from the MAPush
+    checkout: the locomotion policy and the actuator network
+    (``mqe/envs/go1/go1_config.py:122-123``, loaded in ``mqe/envs/go1/go1.py:366,396-397``)
+    and the upper task's command network (``go1_push_upper_config.py:90``). Resolving them
+    in the config lets a run start anywhere, writes nothing under MAPUSH_ROOT, and keeps
+    the run directory relative to where the user started. URDFs need nothing: they are
+    ``{LEGGED_GYM_ROOT_DIR}/...`` templates, absolute from ``mqe/__init__.py:33``.
+    """
+    changed = {}  # type: Dict[str, str]
+    seen = set()
+
+    def walk(node: type, prefix: str) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for name in dir(node):
+            if name.startswith("__"):
+                continue
+            value = getattr(node, name)
+            if isinstance(value, str) and value.startswith("./"):
+                resolved = str(Path(root).resolve() / value[2:])
+                setattr(node, name, resolved)
+                changed[prefix + name] = resolved
+            elif inspect.isclass(value):
+                walk(value, prefix + name + ".")
+
+    walk(cfg, "")
+    return changed
 
 
 def build_args(spec: RunSpec, num_envs: Optional[int] = None) -> argparse.Namespace:
@@ -166,10 +201,12 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None,
     _install_phase_gym()
     mqe_utils = _import_mqe_utils()
     obj_cfg = load_object_config(spec.object)
+    resolve_relative_paths(obj_cfg, mapush_root())
     args = build_args(spec, num_envs)
     if contact_pairs is None:  # PhysX contact buffer sized for the run (diagnostics work)
-        from mapush.diagnostics.physx_budget import for_sim
+        from mapush.diagnostics.physx_budget import TaskBodies, for_sim
 
-        contact_pairs = for_sim(spec, args.num_envs)
+        contact_pairs = for_sim(spec, TaskBodies.of(ObjectFacts.from_config(obj_cfg)),
+                                args.num_envs)
     return mqe_utils.make_mqe_env(spec.task, args,
                                   custom_cfg=object_custom_cfg(spec, obj_cfg, args, contact_pairs))

@@ -7,9 +7,11 @@ import pytest
 
 from mapush.diagnostics import physx_budget as pb
 from mapush.errors import UsageError
-from tests.conftest import double_env
+from mapush.objects import ObjectFacts, object_facts
+from tests.conftest import DOUBLE_ROOT, double_env
 
 GIB = 1024 ** 3
+CUBOID = pb.TaskBodies.of(ObjectFacts(num_agents=2))
 
 
 def is_pow2(n):
@@ -23,7 +25,7 @@ def no_override(monkeypatch):
 
 def test_grows_with_num_envs_and_never_below_need():
     free = 80 * GIB
-    sizes = [pb.choose_contact_pairs(n, free) for n in (1, 200, 2000, 8000, 16000)]
+    sizes = [pb.choose_contact_pairs(n, free, CUBOID) for n in (1, 200, 2000, 8000, 16000)]
     pairs = [b.pairs for b in sizes]
     assert pairs == sorted(pairs) and pairs[-1] > pairs[1] > 0
     assert pairs[2] > pairs[1] and pairs[3] > pairs[2]
@@ -38,7 +40,7 @@ def test_grows_with_num_envs_and_never_below_need():
 @pytest.mark.parametrize("num_envs", [8, 200, 1000, 4096, 16000])
 def test_never_exceeds_the_memory_it_may_use(free_gib, num_envs):
     free = int(free_gib * GIB)
-    budget = pb.choose_contact_pairs(num_envs, free)
+    budget = pb.choose_contact_pairs(num_envs, free, CUBOID)
     assert budget.allowed_bytes == int(free * pb.CONTACT_SHARE)
     assert budget.pairs >= budget.needed  # never below what the envs need
     if budget.fits:
@@ -49,26 +51,26 @@ def test_never_exceeds_the_memory_it_may_use(free_gib, num_envs):
 
 
 def test_less_memory_shrinks_the_buffer_down_to_the_need():
-    roomy = pb.choose_contact_pairs(4096, 80 * GIB)
-    tight = pb.choose_contact_pairs(4096, 5 * GIB)
+    roomy = pb.choose_contact_pairs(4096, 80 * GIB, CUBOID)
+    tight = pb.choose_contact_pairs(4096, 5 * GIB, CUBOID)
     assert tight.pairs < roomy.pairs
     assert tight.fits and tight.pairs >= tight.needed
 
 
 def test_seed_000_eight_gb_two_hundred_envs_fits():
     free = 7757 * 1024 * 1024  # RTX 2070: 7757 MiB free before training (seed 000)
-    budget = pb.choose_contact_pairs(200, free)
+    budget = pb.choose_contact_pairs(200, free, CUBOID)
     assert budget.fits and budget.pairs >= budget.needed
     assert pb.run_memory_mb(200, budget) < 7757
     # ...while upstream's 2**23 * 5 is what did not fit there, and 2**23 did (seed 000).
-    upstream = pb.override_budget(200, pb.UPSTREAM_MULTIPLIER)
+    upstream = pb.override_budget(200, pb.UPSTREAM_MULTIPLIER, CUBOID)
     assert pb.run_memory_mb(200, upstream) > 7757
-    assert pb.run_memory_mb(200, pb.override_budget(200, 1)) < 7757
+    assert pb.run_memory_mb(200, pb.override_budget(200, 1, CUBOID)) < 7757
 
 
 def test_override_wins(monkeypatch):
     monkeypatch.setenv(pb.MULTIPLIER_ENV, "2")
-    budget = pb.plan(200, 8 * GIB)
+    budget = pb.plan(200, 8 * GIB, CUBOID)
     assert budget.source == "override"
     assert budget.pairs == 2 * pb.UPSTREAM_CONTACT_PAIRS
     assert "MAPUSH_CONTACT_PAIRS_MULTIPLIER" in budget.describe()
@@ -78,7 +80,7 @@ def test_override_wins(monkeypatch):
 def test_bad_override_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv(pb.MULTIPLIER_ENV, raw)
     with pytest.raises(UsageError, match="MAPUSH_CONTACT_PAIRS_MULTIPLIER"):
-        pb.plan(10, GIB)
+        pb.plan(10, GIB, CUBOID)
 
 
 class _Spec(object):
@@ -88,16 +90,16 @@ class _Spec(object):
 
 def test_for_sim_logs_the_choice_and_stops_when_nothing_fits(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pb, "sim_free_bytes", lambda device: 8 * GIB)
-    pairs = pb.for_sim(_Spec(tmp_path))
+    pairs = pb.for_sim(_Spec(tmp_path), CUBOID)
     record = json.loads((tmp_path / pb.BUDGET_FILE).read_text())
-    assert pairs == record["pairs"] == pb.choose_contact_pairs(200, 8 * GIB).pairs
+    assert pairs == record["pairs"] == pb.choose_contact_pairs(200, 8 * GIB, CUBOID).pairs
     assert "max_gpu_contact_pairs" in capsys.readouterr().err
-    assert pb.for_sim(_Spec(tmp_path, device="cpu")) is None
+    assert pb.for_sim(_Spec(tmp_path, device="cpu"), CUBOID) is None
     monkeypatch.setattr(pb, "sim_free_bytes", lambda device: 64 * 1024 * 1024)
     with pytest.raises(Exception, match="lower --num-envs"):
-        pb.for_sim(_Spec(tmp_path, num_envs=100000))
+        pb.for_sim(_Spec(tmp_path, num_envs=100000), CUBOID)
     monkeypatch.setenv(pb.MULTIPLIER_ENV, "1")
-    assert pb.for_sim(_Spec(tmp_path)) is None  # upstream's 2**23 x multiplier applies
+    assert pb.for_sim(_Spec(tmp_path), CUBOID) is None  # upstream's 2**23 x multiplier applies
 
 
 MAKE_ENV = """
@@ -112,21 +114,42 @@ def cpu_pipeline(spec, num_envs=None):  # the double then runs on the CPU of thi
     return args
 sim.build_args = cpu_pipeline
 from mapush.spec import RunSpec
-spec = RunSpec(algo="happo", task="go1push_mid", object="cuboid", num_envs=200, steps=10,
+spec = RunSpec(algo="happo", task="go1push_mid", object=sys.argv[2], num_envs=200, steps=10,
                seed=1, run_dir=sys.argv[1], sim_device="cuda:0", rl_device="cuda:0")
 env, cfg = sim.make_env(spec)
 print(json.dumps({"pairs": cfg.sim.physx.max_gpu_contact_pairs}))
 """
 
 
-def test_make_env_passes_the_budget_to_the_config(tmp_path):
+@pytest.mark.parametrize("obj", ["cuboid", "cylinder"])
+def test_make_env_passes_the_budget_to_the_config(tmp_path, obj):
     log = tmp_path / "double.jsonl"
     env = double_env(MQE_DOUBLE_LOG=log)
     env.pop(pb.MULTIPLIER_ENV, None)
-    out = subprocess.run([sys.executable, "-c", MAKE_ENV, str(tmp_path)], env=env, check=True,
-                         capture_output=True, text=True, timeout=120)
-    expected = pb.choose_contact_pairs(200, 8 * GIB).pairs
+    out = subprocess.run([sys.executable, "-c", MAKE_ENV, str(tmp_path), obj], env=env,
+                         check=True, capture_output=True, text=True, timeout=120)
+    bodies = pb.TaskBodies.of(object_facts(obj, DOUBLE_ROOT))
+    assert bodies.robots == (3 if obj == "cylinder" else 2)
+    record = json.loads((tmp_path / pb.BUDGET_FILE).read_text())
+    assert record["shapes_per_env"] == bodies.shapes == bodies.robots * pb.SHAPES_PER_GO1 + 1
+    expected = pb.choose_contact_pairs(200, 8 * GIB, bodies).pairs
     created = json.loads(log.read_text().splitlines()[0])
     assert created["contact_pairs"] == expected
     assert json.loads(out.stdout.strip().splitlines()[-1])["pairs"] == expected
     assert "max_gpu_contact_pairs = %d" % expected in out.stderr
+
+
+def test_every_actor_with_a_collision_shape_is_counted():
+    """Robots from the config, the object, and (upper task) obstacles; the target areas are
+    illusions without collision unless their config says so (go1_object.py:103-125)."""
+    cylinder = pb.TaskBodies.of(ObjectFacts(num_agents=3))
+    assert cylinder.shapes == CUBOID.shapes + pb.SHAPES_PER_GO1
+    upper = pb.TaskBodies.of(ObjectFacts(num_agents=2, num_obs=2, final_target=True))
+    assert upper.shapes == CUBOID.shapes + 2
+    solid = pb.TaskBodies.of(ObjectFacts(num_agents=2, num_obs=2, final_target=True,
+                                         final_target_collides=True, target_collides=True))
+    assert solid.shapes == upper.shapes + 2
+    assert ObjectFacts(num_agents=2, num_obs=2, final_target=True).actors == 7
+    assert pb.contacts_needed(100, cylinder) > pb.contacts_needed(100, CUBOID)
+    assert pb.choose_contact_pairs(4096, 80 * GIB, cylinder).needed > \
+        pb.choose_contact_pairs(4096, 80 * GIB, CUBOID).needed

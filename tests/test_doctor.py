@@ -194,6 +194,7 @@ def test_upstream_fixture_records_pass_preflight_on_the_double(upstream, monkeyp
 def test_missing_mapush_record_fails_with_a_mapush_tree(healthy, tmp_path, monkeypatch):
     root = tmp_path / "mapush"
     (root / "mqe").mkdir(parents=True)
+    (root / "mqe" / "__init__.py").write_text("")  # a MAPush tree: the mqe package
     monkeypatch.setenv("MAPUSH_ROOT", str(root))
     (healthy / "mapush.json").unlink()
     assert doctor.check_patches(Options(), {}).status == FAIL

@@ -154,19 +154,21 @@ def episodes(tmp_path_factory):
 
 def test_dones_and_time_outs(episodes):
     dones, cut = np.array(episodes["dones"]), np.array(episodes["cut"])
-    max_len = episodes["max_len"]
+    # MQE times out when episode_length_buf > max_episode_length: after max_len + 1 steps
+    steps = episodes["max_len"] + 1
     # envs 1, 2 succeed every 5 steps: done, not a truncation
     assert dones[4::5, 1].all() and dones[4::5, 2].all()
     assert not cut[:, 1].any() and not cut[:, 2].any()
     # envs 0, 3 time out: done and marked bad_transition (bootstrapped by HARL)
-    assert dones[max_len - 1::max_len, 0].all() and cut[max_len - 1::max_len, 3].all()
-    assert dones[:, 0].sum() == 40 // max_len and (cut == dones)[:, [0, 3]].all()
+    assert dones[steps - 1::steps, 0].all() and cut[steps - 1::steps, 3].all()
+    assert not dones[steps - 2, 0]
+    assert dones[:, 0].sum() == 40 // steps and (cut == dones)[:, [0, 3]].all()
 
 
 def test_success_rate_of_the_chosen_envs(episodes):
     max_len, dt = episodes["max_len"], episodes["dt"]
     successes = 2 * (40 // 5)
-    failures = 2 * (40 // max_len)
+    failures = 2 * (40 // (max_len + 1))
     summary = episodes["summary"]
     assert summary["episodes"] == successes + failures
     assert summary["success_rate"] == pytest.approx(successes / (successes + failures))

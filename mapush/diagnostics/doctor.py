@@ -22,7 +22,7 @@ from mapush.diagnostics import gpu as gpu_facts
 from mapush.diagnostics import physx_budget
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.errors import MapushError
-from mapush.objects import find_objects, mapush_root
+from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
 from mapush.spec import RunSpec
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
@@ -181,6 +181,19 @@ def check_devices(opts: Options, facts: Optional[GpuFacts]) -> Check:
     return Check("devices", OK, "sim_device %s, rl_device %s" % (opts.sim_device, opts.rl_device))
 
 
+def task_bodies(obj: Optional[str]) -> Optional[Tuple[str, physx_budget.TaskBodies]]:
+    """``(object, bodies)`` the memory check sizes for: the object's config, or without
+    ``--object`` the object with the most collision shapes (the cylinder's 3 robots);
+    None when no object config can be read."""
+    sized = []
+    for name in [obj] if obj else find_objects():
+        try:
+            sized.append((name, physx_budget.TaskBodies.of(object_facts(name))))
+        except ConfigReadError:
+            continue
+    return max(sized, key=lambda pair: pair[1].shapes) if sized else None
+
+
 def check_memory(opts: Options, facts: GpuFacts) -> Check:
     index = device_index(opts.sim_device)
     if index is None:
@@ -190,13 +203,20 @@ def check_memory(opts: Options, facts: GpuFacts) -> Check:
         return Check("gpu_memory", WARN, "free memory of %s unknown" % opts.sim_device,
                      "check nvidia-smi before starting %d envs" % opts.num_envs)
     free_bytes = int(dev.free_mb * physx_budget.MB)
+    sized = task_bodies(opts.object)
+    if sized is None:
+        return Check("gpu_memory", WARN, "cannot size the PhysX contact buffer: no readable "
+                     "task/<object>/config.py under %s" % mapush_root(),
+                     "set MAPUSH_ROOT to a MAPush checkout at the pinned commit")
+    obj, bodies = sized
     try:
-        budget = physx_budget.plan(opts.num_envs, free_bytes)
+        budget = physx_budget.plan(opts.num_envs, free_bytes, bodies)
     except MapushError as exc:
         return Check("gpu_memory", FAIL, str(exc), "fix or unset %s" % physx_budget.MULTIPLIER_ENV)
     need = physx_budget.run_memory_mb(opts.num_envs, budget)
-    summary = ("%d envs need ~%.0f MiB on %s (contact buffer: %s), %.0f MiB free"
-               % (opts.num_envs, need, opts.sim_device, budget.describe(), dev.free_mb))
+    summary = ("%d envs of %s (%d robots) need ~%.0f MiB on %s (contact buffer: %s), %.0f MiB "
+               "free" % (opts.num_envs, obj, bodies.robots, need, opts.sim_device,
+                         budget.describe(), dev.free_mb))
     fewer = "lower --num-envs (try %d)" % max(1, int(opts.num_envs * dev.free_mb / need / 2))
     if not budget.fits or need > dev.free_mb:
         fix = fewer + ", free the GPU (nvidia-smi lists its processes)"
@@ -288,7 +308,7 @@ def check_patches(_opts: Options, _state: Dict[str, Any]) -> Check:
     records = {r.get("component"): r for r in patch_records()}
     # The mapush patches apply to the MAPush tree at $MAPUSH_ROOT; when mqe is loaded from
     # elsewhere on the path (not a checkout under MAPUSH_ROOT) there is no tree they apply to.
-    root_has_mqe = (mapush_root() / "mqe").is_dir()
+    root_has_mqe = (mapush_root() / "mqe" / "__init__.py").is_file()
     bad, notes = [], []
     for component in PATCH_COMPONENTS:
         record = records.get(component)

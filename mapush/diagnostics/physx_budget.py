@@ -9,11 +9,15 @@ The estimate (docs/lifecycle.md explains it at length):
 * Contacts an env can need: every collision shape of the env touching up to
   ``PARTNERS_PER_SHAPE`` others (the terrain mesh and neighbours), with up to
   ``POINTS_PER_PAIR`` contact points per pair (a PhysX contact manifold holds at most 4).
-  go1push_mid has 2 Go1 robots of 23 collision shapes each (MAPush's
-  ``resources/robots/go1/urdf/go1.urdf``, self-collisions enabled) and the box (1 shape);
-  the target area has no collision shape and the walls are part of the terrain mesh.
-  That is 47 * 3 * 4 = 564 contacts per env; with the x4 margin ~2250 per env, the same
-  order as legged_gym's note beside the 2**23 default ("2**24 needed for 8000 envs").
+  The actors of an env come from the object's config (:class:`mapush.objects.ObjectFacts`,
+  ``mqe/envs/npc/go1_object.py:103-125``): ``env.num_agents`` Go1 robots of 23 collision
+  shapes each (MAPush's ``resources/robots/go1/urdf/go1.urdf``, self-collisions enabled;
+  2 for cuboid and Tblock, 3 for the cylinder), the object (1 shape), the target area and
+  the upper task's final target (no collision shape unless their ``*_collision`` is set),
+  and ``env.num_obs`` obstacles (1 shape each); the walls are part of the terrain mesh.
+  For the cuboid that is 47 * 3 * 4 = 564 contacts per env; with the x4 margin ~2250 per
+  env, the same order as legged_gym's note beside the 2**23 default ("2**24 needed for
+  8000 envs").
 * Memory per contact pair: PhysX documents its GPU contact buffers in
   ``PxgDynamicsMemoryConfig`` (the struct Isaac Gym fills from ``max_gpu_contact_pairs``):
   contact and patch streams, double-buffered in pinned host memory,
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from mapush.errors import UsageError
+from mapush.objects import ObjectFacts
 
 MULTIPLIER_ENV = "MAPUSH_CONTACT_PAIRS_MULTIPLIER"
 UPSTREAM_CONTACT_PAIRS = 2 ** 23  # legged_robot_config.py: sim.physx.max_gpu_contact_pairs
@@ -59,19 +64,25 @@ MB = 1024 * 1024
 @dataclass(frozen=True)
 class TaskBodies:
     """Collision shapes of one env of a task."""
-    robots: int = 2
+    robots: int
     shapes_per_robot: int = SHAPES_PER_GO1
     object_shapes: int = 1
+    other_shapes: int = 0   # obstacles, and targets that collide
 
     @property
     def shapes(self) -> int:
-        return self.robots * self.shapes_per_robot + self.object_shapes
+        return self.robots * self.shapes_per_robot + self.object_shapes + self.other_shapes
+
+    @classmethod
+    def of(cls, facts: ObjectFacts) -> "TaskBodies":
+        """Every actor of the env that has a collision shape (see the module docstring)."""
+        others = (int(facts.target_collides)
+                  + int(facts.final_target and facts.final_target_collides)
+                  + (facts.num_obs if facts.obstacles_collide else 0))
+        return cls(robots=facts.num_agents, other_shapes=others)
 
 
-GO1PUSH_MID = TaskBodies()
-
-
-def contacts_needed(num_envs: int, bodies: TaskBodies = GO1PUSH_MID) -> int:
+def contacts_needed(num_envs: int, bodies: TaskBodies) -> int:
     """Contact pairs ``num_envs`` envs can need at once (no margin)."""
     return int(num_envs) * bodies.shapes * PARTNERS_PER_SHAPE * POINTS_PER_PAIR
 
@@ -128,7 +139,7 @@ class ContactBudget:
 
 
 def choose_contact_pairs(num_envs: int, free_bytes: Optional[int],
-                         bodies: TaskBodies = GO1PUSH_MID, margin: int = MARGIN,
+                         bodies: TaskBodies, margin: int = MARGIN,
                          share: float = CONTACT_SHARE) -> ContactBudget:
     """The budget for ``num_envs`` envs given ``free_bytes`` of free GPU memory.
 
@@ -149,22 +160,23 @@ def choose_contact_pairs(num_envs: int, free_bytes: Optional[int],
                          allowed_bytes=allowed, fits=fits, source="budget")
 
 
-def override_budget(num_envs: int, multiplier: float) -> ContactBudget:
+def override_budget(num_envs: int, multiplier: float, bodies: TaskBodies) -> ContactBudget:
     """What ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` makes the patched base_task.py allocate."""
     pairs = int(UPSTREAM_CONTACT_PAIRS * multiplier)
-    return ContactBudget(num_envs=int(num_envs), needed=contacts_needed(num_envs), pairs=pairs,
+    return ContactBudget(num_envs=int(num_envs), needed=contacts_needed(num_envs, bodies),
+                         pairs=pairs,
                          bytes=contact_bytes(pairs), free_bytes=None, allowed_bytes=None,
                          fits=True, source="override", multiplier=multiplier)
 
 
-def plan(num_envs: int, free_bytes: Optional[int]) -> ContactBudget:
+def plan(num_envs: int, free_bytes: Optional[int], bodies: TaskBodies) -> ContactBudget:
     """The override when set, else the budget."""
     multiplier = override_multiplier()
     if multiplier is not None:
-        budget = override_budget(num_envs, multiplier)
+        budget = override_budget(num_envs, multiplier, bodies)
         budget.free_bytes = free_bytes
         return budget
-    return choose_contact_pairs(num_envs, free_bytes)
+    return choose_contact_pairs(num_envs, free_bytes, bodies)
 
 
 def run_memory_mb(num_envs: int, budget: ContactBudget) -> float:
@@ -186,7 +198,7 @@ def sim_free_bytes(device: str) -> Optional[int]:
         return None
 
 
-def for_sim(spec: Any, num_envs: Optional[int] = None) -> Optional[int]:
+def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Optional[int]:
     """``max_gpu_contact_pairs`` for ``sim.make_env``: None when the sim runs on the CPU or
     ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` is set (upstream's 2**23 times it then applies).
     Logs the choice to stderr and ``<run_dir>/contact_budget.json`` (read by crash reports);
@@ -199,12 +211,13 @@ def for_sim(spec: Any, num_envs: Optional[int] = None) -> Optional[int]:
         return None
     n = int(num_envs if num_envs is not None else spec.num_envs)
     free = sim_free_bytes(device)
-    budget = plan(n, free)
+    budget = plan(n, free, bodies)
     print("mapush: PhysX %s" % budget.describe(), file=sys.stderr, flush=True)
     run_dir = Path(str(spec.run_dir))
     if run_dir.is_dir():
         try:
-            write_json(run_dir / BUDGET_FILE, dict(budget.to_dict(), device=device))
+            write_json(run_dir / BUDGET_FILE, dict(budget.to_dict(), device=device,
+                                                   shapes_per_env=bodies.shapes))
         except OSError:
             pass
     if not budget.fits:

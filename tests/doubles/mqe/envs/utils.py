@@ -1,16 +1,20 @@
 """Double of ``mqe.envs.utils``: ``make_mqe_env``, ``custom_cfg``, ``ENV_DICT``.
 
-The ``go1push_mid`` double follows the interface of shared/UPSTREAM.md: obs
-``(num_envs, num_agents, 2 + 3 * num_agents)``, actions ``(num_envs, num_agents, 3)`` on
-``env.device``, reward ``(num_envs, num_agents)``, termination ``(num_envs,)`` bool, the
-episode buffers and ``reward_buffer``. Episodes are deterministic:
+The ``go1push_mid`` double follows MAPush at the pinned commit (docs/upstream.md lists the
+facts; each is cited with its upstream file and line where the double encodes it, and
+tests/test_upstream_contract.py checks them against a real checkout): agents from the
+object's config (3 for the cylinder), obs ``(num_envs, num_agents, 2 + 3 * num_agents)``,
+actions ``(num_envs, num_agents, 3)`` on ``env.device``, per-agent rewards
+``(num_envs, num_agents)`` from seven terms, termination ``(num_envs,)`` bool, the episode
+buffers, the first-episode-only calculator buffers, ``reward_buffer``, models loaded by
+paths relative to the working directory, and no ``close()``. Episodes are deterministic:
 
 - env ``i`` succeeds (``finished_buf``) after ``MQE_DOUBLE_SUCCESS_STEP`` steps (default 5) if
   it is listed in ``MQE_DOUBLE_SUCCESS_ENVS`` (comma list, ``all``, or ``none``; default:
-  even envs); the others time out after ``max_episode_length`` steps;
-- envs in ``MQE_DOUBLE_COLLIDE_ENVS`` / ``MQE_DOUBLE_COLLAB_ENVS`` (same syntax, default
-  none) count every step of their first episode in ``collision_degree_buf`` /
-  ``collaboration_degree_buf``, as MQE does.
+  even envs); the others time out after ``max_episode_length + 1`` steps (MQE's ``>``);
+- envs in ``MQE_DOUBLE_COLLAB_ENVS`` (same syntax, default none) count every step of their
+  first episode in ``collaboration_degree_buf``; ``MQE_DOUBLE_COLLIDE_ENVS`` likewise in
+  ``collision_degree_buf``, but only for a task with obstacles (``env.num_obs``), as MQE.
 
 Other knobs (environment variables, so they reach the training child process):
 ``MQE_DOUBLE_CRASH_PHASE`` (create_sim, terrain, envs, prepare_sim, first_step, training)
@@ -31,6 +35,7 @@ import time
 import numpy as np
 
 from isaacgym import gymapi
+from mqe.envs.go1.go1 import Go1Cfg
 
 import gym
 import torch
@@ -69,27 +74,31 @@ def _forbid_cuda():
     torch.cuda.set_device = refuser("torch.cuda.set_device")
 
 
-class Go1PushMidDoubleCfg(object):
+class Go1PushMidDoubleCfg(Go1Cfg):
     """Installed default config (``mqe/envs/configs/go1_push_mid_config.py`` upstream)."""
 
-    class env(object):
+    class env(Go1Cfg.env):
         env_name = "installed-default"
         num_envs = 10
         num_agents = 2
+        num_npcs = 2
         episode_length_s = 2.0
-        record_video = False
 
-    class sim(object):
+    class sim(Go1Cfg.sim):
         dt = 0.05
 
-        class physx(object):
-            max_gpu_contact_pairs = 2 ** 23
-
-    class control(object):
+    class control(Go1Cfg.control):
         decimation = 2
 
-    class goal(object):
-        general_dist = False
+
+def _load_standin(path):
+    """Open a stand-in model file by the path MQE would hand to ``torch.jit.load``: relative
+    paths resolve against the working directory, as upstream's do."""
+    if not os.path.isfile(path):
+        # torch.jit.load's own message for a missing file
+        raise ValueError("The provided filename %s does not exist" % path)
+    with open(path, "rb") as fh:
+        return fh.read()
 
 
 class Go1PushMidDouble(object):
@@ -100,7 +109,12 @@ class Go1PushMidDouble(object):
             _forbid_cuda()
         self.cfg = cfg
         self.num_envs = int(cfg.env.num_envs)
+        # Agents come from the object's config: 3 for the cylinder, 2 for cuboid and Tblock
+        # (task/<object>/config.py:10).
         self.num_agents = int(cfg.env.num_agents)
+        self.num_npcs = int(cfg.env.num_npcs)
+        # Obstacles: only the upper task has them (go1_push_upper_config.py:11).
+        self.num_obs = int(getattr(cfg.env, "num_obs", 0))
         use_gpu = sim_device.startswith("cuda") and sim_params.use_gpu_pipeline
         self.device = sim_device if use_gpu else "cpu"
         multiplier = float(os.environ.get("MAPUSH_CONTACT_PAIRS_MULTIPLIER", "1"))
@@ -112,13 +126,22 @@ class Go1PushMidDouble(object):
         for _ in range(self.num_envs):
             self.gym.create_env(self.sim, None, None, 1)
         self.gym.prepare_sim(self.sim)
+        # Right after prepare_sim, Go1 loads its models by the config's paths, which are
+        # relative to the working directory (mqe/envs/go1/go1.py:366, 396-397).
+        if cfg.control.control_type in ("actuator_net", "C"):
+            _load_standin(cfg.control.actuator_network_path + "/unitree_go1.pt")
+        _load_standin(cfg.control.locomotion_policy_dir + "/body_latest.jit")
+        _load_standin(cfg.control.locomotion_policy_dir + "/adaptation_module_latest.jit")
 
+        # mqe/envs/base/legged_robot.py:1269,1276
         self.dt = float(cfg.control.decimation * cfg.sim.dt)
         self.max_episode_length = int(np.ceil(cfg.env.episode_length_s / self.dt))
+        # go1_push_mid_wrapper.py:53-57
         obs_dim = (3 if getattr(cfg.goal, "general_dist", False) else 2) + 3 * self.num_agents
         self.observation_space = spaces.Box(low=-float("inf"), high=float("inf"),
                                             shape=(obs_dim,), dtype=float)
         self.action_space = spaces.Box(low=-1, high=1, shape=(3,), dtype=float)
+        self.scales = cfg.rewards.scales
 
         n, dev = self.num_envs, self.device
         self.success_envs = _env_list("MQE_DOUBLE_SUCCESS_ENVS", n, "even").to(dev)
@@ -129,14 +152,20 @@ class Go1PushMidDouble(object):
         self.time_out_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.reset_buf = torch.ones(n, dtype=torch.long, device=dev)
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        # The calculator's buffers: set once, never reset, so they describe each env's
+        # FIRST episode only (mqe/envs/field/legged_robot_field.py:24-31).
         self.collision_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
         self.collaboration_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
         self.init_reset_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.init_finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.init_episode_length_buf = torch.full((n,), self.max_episode_length,
                                                   dtype=torch.long, device=dev)
-        self.reward_buffer = {"distance_to_target_reward": 0, "approach_to_box_reward": 0,
-                              "collision_punishment": 0, "step_count": 0}
+        # The seven reward terms and step_count (go1_push_mid_wrapper.py:71-80).
+        self.reward_buffer = {
+            "distance_to_target_reward": 0, "exception_punishment": 0,
+            "approach_to_box_reward": 0, "collision_punishment": 0,
+            "reach_target_reward": 0, "push_reward": 0, "ocb_reward": 0, "step_count": 0,
+        }
         self._state = torch.zeros(n, self.num_agents, obs_dim, device=dev)
         self._steps = 0
         self._leak = []
@@ -144,13 +173,79 @@ class Go1PushMidDouble(object):
         if log:
             with open(log, "a") as fh:
                 fh.write(json.dumps({"object": cfg.env.env_name, "num_envs": n,
-                                     "device": str(dev), "contact_pairs": self.contact_pairs,
-                                     "pid": os.getpid()}) + "\n")
+                                     "num_agents": self.num_agents, "device": str(dev),
+                                     "contact_pairs": self.contact_pairs,
+                                     "cwd": os.getcwd(), "pid": os.getpid()}) + "\n")
 
     def reset(self):
         self._state.zero_()
         self.episode_length_buf.zero_()
         return self._state.clone()
+
+    def _check_termination(self):
+        """Termination and the calculator's first-episode buffers, in upstream's order."""
+        self.finished_buf = self.success_envs & (self.episode_length_buf >= self.success_step)
+        # `>`, not `>=`: an episode that times out lasts max_episode_length + 1 steps
+        # (mqe/envs/base/legged_robot.py:196).
+        self.time_out_buf = self.episode_length_buf > self.max_episode_length
+        self.reset_buf = (self.time_out_buf | self.finished_buf).long()
+        # mqe/envs/field/legged_robot_field.py:204-230: first episodes only.
+        first = ~self.init_reset_buf
+        self.init_finished_buf |= first & self.finished_buf
+        newly = first & self.finished_buf
+        self.init_episode_length_buf[newly] = self.episode_length_buf[newly]
+        if self.num_obs != 0:  # the collision counter moves only with obstacles (line 216)
+            self.collision_degree_buf += (self.collide_envs & first).float()
+        self.collaboration_degree_buf += (self.collab_envs & first).float()
+        self.init_reset_buf |= self.reset_buf.bool()
+
+    def _reward(self, actions):
+        """``(num_envs, num_agents)``: shared terms plus per-robot approach, collision and OCB
+        terms (go1_push_mid_wrapper.py:308-391); ``reward_buffer`` gets the same mix of
+        Python numbers, CPU tensors and numpy floats as upstream's."""
+        s, buf = self.scales, self.reward_buffer
+        n, a = self.num_envs, self.num_agents
+        buf["step_count"] += 1
+        reward = torch.zeros(n, a, device=self.device)
+        if s.reach_target_reward_scale != 0:  # shared
+            reward[self.finished_buf, :] += s.reach_target_reward_scale
+            buf["reach_target_reward"] += s.reach_target_reward_scale * self.finished_buf.sum().item()
+        if s.exception_punishment_scale != 0:  # shared; the double has no exceptions
+            buf["exception_punishment"] += s.exception_punishment_scale * 0
+        if s.target_reward_scale != 0:  # shared
+            distance = s.target_reward_scale * 100 * -(actions[:, :, 0].mean(dim=1) - 0.5) ** 2
+            reward += distance.unsqueeze(1)
+            buf["distance_to_target_reward"] += torch.sum(distance).cpu()
+        if s.approach_reward_scale != 0:  # per robot
+            logged = []
+            for i in range(a):
+                approach = -((actions[:, i, 1] - 0.5) + 0.5) ** 2 * s.approach_reward_scale
+                logged.append(torch.sum(approach).cpu())
+                reward[:, i] += approach
+            buf["approach_to_box_reward"] += np.sum(np.array(logged))
+        if s.collision_punishment_scale != 0:  # per pair of robots, to both
+            logged = []
+            for i in range(a):
+                for j in range(i + 1, a):
+                    gap = (actions[:, i, 0] - actions[:, j, 0]).abs() + 1.0
+                    punish = (1 / (0.02 + gap / 3)) * s.collision_punishment_scale
+                    logged.append(torch.sum(punish).cpu())
+                    reward[:, i] += punish
+                    reward[:, j] += punish
+            buf["collision_punishment"] += np.sum(np.array(logged))
+        if s.push_reward_scale != 0:  # shared
+            push = torch.zeros(n, device=self.device)
+            push[actions.abs().mean(dim=(1, 2)) > 0.1] = s.push_reward_scale
+            reward += push.unsqueeze(1)
+            buf["push_reward"] += torch.sum(push).cpu()
+        if s.ocb_reward_scale != 0:  # per robot
+            logged = []
+            for i in range(a):
+                ocb = actions[:, i, 2] * s.ocb_reward_scale
+                reward[:, i] += ocb
+                logged.append(torch.sum(ocb).cpu())
+            buf["ocb_reward"] += np.sum(np.array(logged))
+        return reward
 
     def step(self, actions):
         self._steps += 1
@@ -180,27 +275,11 @@ class Go1PushMidDouble(object):
         if str(actions.device) != str(torch.device(self.device)):
             raise RuntimeError("MQE double: actions on %s, env on %s"
                                % (actions.device, self.device))
-        actions = torch.clip(actions, -1.0, 1.0)
+        actions = torch.clip(actions, -1.0, 1.0)  # go1_push_mid_wrapper.py:202
         self.episode_length_buf += 1
-        first = ~self.init_reset_buf
-        self.collision_degree_buf += (self.collide_envs & first).float()
-        self.collaboration_degree_buf += (self.collab_envs & first).float()
-        self.finished_buf = self.success_envs & (self.episode_length_buf >= self.success_step)
-        timeout = self.episode_length_buf >= self.max_episode_length
-        termination = self.finished_buf | timeout
-        self.time_out_buf = timeout & ~self.finished_buf
-
-        reward = -(actions - 0.5).pow(2).sum(dim=2)
-        reward = reward + 10.0 * self.finished_buf.float().unsqueeze(1)
-        self.reward_buffer["distance_to_target_reward"] += float(reward.sum())
-        self.reward_buffer["approach_to_box_reward"] += float(-actions.abs().sum())
-        self.reward_buffer["step_count"] += 1
-
-        self.init_finished_buf |= first & self.finished_buf
-        newly = first & self.finished_buf
-        self.init_episode_length_buf[newly] = self.episode_length_buf[newly]
-        self.init_reset_buf |= termination
-        self.reset_buf = termination.long()
+        self._check_termination()
+        termination = self.reset_buf.bool()
+        reward = self._reward(actions)
         self._state = torch.roll(self._state, 1, dims=2)
         self._state[:, :, 0] = actions[:, :, 0]
         self._state[:, :, 1] = self.episode_length_buf.float().unsqueeze(1) / self.max_episode_length
@@ -209,7 +288,9 @@ class Go1PushMidDouble(object):
 
 
 class Go1PushMidDoubleWrapper(gym.Wrapper):
-    """Like upstream's wrapper: a ``gym.Wrapper`` that forwards attributes to the env."""
+    """Like upstream's wrapper: a ``gym.Wrapper`` (mqe/envs/wrappers/empty_wrapper.py:4) that
+    forwards attributes to the env. Its inherited ``close()`` calls ``env.close()``, which
+    Go1 does not have: an AttributeError, as upstream."""
 
     def __init__(self, env):
         self.env = env

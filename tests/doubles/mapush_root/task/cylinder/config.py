@@ -1,22 +1,18 @@
-"""Stand-in for MAPush's task/cylinder/config.py (tests only): a Go1PushMidCfg of our own."""
+"""Stand-in for MAPush's task/cylinder/config.py (tests only): a Go1PushMidCfg of our own that,
+like upstream's, inherits from Go1Cfg and sets the object's agents (task/cylinder/config.py:10)."""
+from mqe.envs.go1.go1 import Go1Cfg
 
 
-class Go1PushMidCfg(object):
-    class env(object):
+class Go1PushMidCfg(Go1Cfg):
+    class env(Go1Cfg.env):
         env_name = "cylinder"
         num_envs = 10
-        num_agents = 2
+        num_agents = 3
+        num_npcs = 2
         episode_length_s = 2.0
-        record_video = False
 
-    class sim(object):
+    class sim(Go1Cfg.sim):
         dt = 0.05
 
-        class physx(object):
-            max_gpu_contact_pairs = 2 ** 23
-
-    class control(object):
+    class control(Go1Cfg.control):
         decimation = 2
-
-    class goal(object):
-        general_dist = False

@@ -1,0 +1,1 @@
+"""Double of MAPush's ``mqe.envs.go1`` (tests only)."""
