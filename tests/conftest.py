@@ -43,6 +43,17 @@ def double_env(upstream=None, **extra):
     return env
 
 
+def double_config(obj):
+    """The double's ``Go1PushMidCfg`` of ``obj``, loaded as the product loads it (its
+    ``from mqe.envs.go1.go1 import Go1Cfg`` finds the double's mqe, which imports nothing
+    heavy)."""
+    from mapush.sim import load_object_config
+
+    if str(DOUBLES) not in sys.path:
+        sys.path.append(str(DOUBLES))
+    return load_object_config(obj, DOUBLE_ROOT)
+
+
 def run_mapush(args, env, cwd=None, timeout=600):
     """``python -m mapush ARGS`` in a subprocess; returns the CompletedProcess."""
     return subprocess.run([sys.executable, "-m", "mapush"] + [str(a) for a in args], env=env,

@@ -10,10 +10,12 @@ N, A, OBS = 4, 2, 8
 
 
 class FakeMQE(object):
-    """The slice of MQE's interface the adapter reads (shared/UPSTREAM.md), on the CPU.
-    Env 0 succeeds at its 2nd step, env 1 times out at its 3rd; envs 2 and 3 run on."""
+    """The slice of MQE's interface the adapter reads (docs/upstream.md), on the CPU.
+    Env 0 succeeds at its 2nd step, env 1 times out at its 3rd; envs 2 and 3 run on. Env 0
+    collaborates every step; the calculator's buffers count first episodes only, as MQE's
+    (legged_robot_field.py:204-230)."""
 
-    num_envs, num_agents, dt, max_episode_length = N, A, 0.1, 3
+    num_envs, num_agents, dt, max_episode_length, num_obs = N, A, 0.1, 3, 0
     device = "cpu"
 
     def __init__(self):
@@ -23,6 +25,8 @@ class FakeMQE(object):
         self.collision_degree_buf = torch.zeros(N)
         self.collaboration_degree_buf = torch.zeros(N)
         self.init_reset_buf = torch.zeros(N, dtype=torch.bool)
+        self.init_finished_buf = torch.zeros(N, dtype=torch.bool)
+        self.init_episode_length_buf = torch.full((N,), self.max_episode_length)
         self.reward_buffer = {"push_reward": 0.0, "collision_punishment": 0.0,
                               "ocb_value": 0.0, "step_count": 0}
         self.received = []
@@ -38,7 +42,11 @@ class FakeMQE(object):
         reward = torch.arange(N * A, dtype=torch.float32).reshape(N, A) * self.t
         self.finished_buf = torch.tensor([self.t == 2, False, False, False])
         done = self.finished_buf | torch.tensor([False, self.t == 3, False, False])
-        self.collision_degree_buf += torch.tensor([1.0, 0.0, 0.0, 0.0])
+        first = ~self.init_reset_buf
+        self.init_finished_buf |= first & self.finished_buf
+        self.init_episode_length_buf[first & self.finished_buf] = self.t
+        self.collaboration_degree_buf += torch.tensor([1.0, 0.0, 0.0, 0.0]) * first
+        self.init_reset_buf |= done
         self.reward_buffer["push_reward"] += 8.0
         self.reward_buffer["collision_punishment"] -= 4.0
         self.reward_buffer["ocb_value"] += 100.0
@@ -107,11 +115,14 @@ def test_batch_rewards_drains_reward_terms_and_reports_episode_metrics():
     assert infos["reward/ocb_value"] == pytest.approx(25.0)
     assert infos["reward/average_step_reward"] == pytest.approx(1.0)  # reward + punishment
     assert mqe.reward_buffer["step_count"] == 0 and mqe.reward_buffer["push_reward"] == 0
-    # env 0 succeeded after 2 steps (colliding each step); env 1 timed out after 3
+    # env 0 succeeded after 2 steps (collaborating each step); env 1 timed out after 3
     assert infos["metrics/success_rate"] == pytest.approx(0.5)
     assert infos["metrics/finished_time"] == pytest.approx((2 * 0.1 + 3 * 0.1) / 2)
-    assert infos["metrics/collision_degree"] == pytest.approx(1.0)
-    assert infos["metrics/collaboration_degree"] == pytest.approx(0.0)
+    # the degrees only under names that say what they are: each env's first episode
+    assert infos["metrics/first_episode/collaboration_degree"] == pytest.approx(1.0)
+    assert infos["metrics/first_episode/envs_done"] == pytest.approx(2 / N)
+    assert not any(k.endswith("degree") and "first_episode" not in k for k in infos)
+    assert "metrics/first_episode/collision_degree" not in infos  # no obstacles: never moves
     assert all(k.startswith(("reward/", "metrics/")) for k in infos)
     assert env.batch_rewards(None) == {k: v for k, v in infos.items()
                                        if k.startswith("metrics/")}
@@ -124,3 +135,18 @@ def test_mqe_buffers_read_through_the_adapter():
     assert env.dt == 0.1
     with pytest.raises(AttributeError):
         env.no_such_buffer
+
+
+def test_close_never_reaches_mqe():
+    """MQE's wrapper is a gym.Wrapper whose close() calls Go1.close, which does not exist
+    (empty_wrapper.py:4): closing the adapter must not call into the env."""
+    mqe = FakeMQE()
+
+    def no_close():
+        raise AttributeError("'Go1Object' object has no attribute 'close'")
+
+    mqe.close = no_close
+    env = OpenRLEnv(mqe)
+    env.close()
+    env.close()
+    assert env.env is None

@@ -76,8 +76,11 @@ def test_ppo_trains_into_the_run_directory_on_cpu_without_cuda(trained):
         assert meta["algo"] == "ppo" and meta["update"] == meta["step"] // PER_UPDATE
         assert (run / "checkpoints" / name / "module.pt").is_file()
     found = scalars(run)
-    for tag in ("metrics/success_rate", "metrics/finished_time", "metrics/collision_degree",
-                "metrics/collaboration_degree", "reward/average_step_reward",
+    assert "metrics/collision_degree" not in found  # MQE counts first episodes only
+    assert "metrics/collaboration_degree" not in found
+    for tag in ("metrics/success_rate", "metrics/finished_time",
+                "metrics/first_episode/collaboration_degree", "metrics/first_episode/envs_done",
+                "reward/average_step_reward",
                 "reward/distance_to_target_reward", "train/value_loss", "train/policy_loss",
                 "perf/env_steps_per_s", "memory/host_rss_mb"):
         assert tag in found, sorted(found)

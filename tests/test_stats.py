@@ -1,7 +1,8 @@
-"""EpisodeStats and drain_reward_terms on known inputs, and their memory bounds.
+"""EpisodeStats, the first-episode degrees and drain_reward_terms on known inputs, and their
+memory bounds.
 
-A scripted env stands in for MQE's episode buffers: each test decides which envs end,
-succeed and collide on which step, and the expected metrics are computed from that script.
+A scripted env stands in for MQE's episode buffers: each test decides which envs end and
+succeed on which step, and the expected metrics are computed from that script.
 """
 import collections
 import gc
@@ -10,7 +11,8 @@ import types
 import pytest
 import torch
 
-from mapush.envs.stats import EpisodeStats, drain_reward_terms
+from mapush.envs.stats import EpisodeStats, drain_reward_terms, first_episode_degrees, \
+    training_metrics
 from mapush.run.watchdog import host_rss_mb
 
 
@@ -25,17 +27,13 @@ def scripted_env(num_envs, dt=0.1, max_episode_length=20):
     )
 
 
-def run_episode(stats, env, length, succeed, collide_steps=0, collab_steps=0, envs=None):
+def run_episode(stats, env, length, succeed, envs=None):
     """Step all envs ``length`` times; the envs in ``envs`` end at the last step (success or
-    time-out), counting ``collide_steps``/``collab_steps`` steps in MQE's counters."""
+    time-out)."""
     n = env.num_envs
     mask = torch.zeros(n, dtype=torch.bool)
     mask[list(range(n)) if envs is None else envs] = True
     for t in range(length):
-        if t < collide_steps:
-            env.collision_degree_buf += mask.float()
-        if t < collab_steps:
-            env.collaboration_degree_buf += mask.float()
         last = t == length - 1
         env.finished_buf = mask & torch.tensor(last and succeed)
         stats.update(env, mask & torch.tensor(last))
@@ -53,30 +51,47 @@ def test_success_rate_and_finished_time():
     assert summary["success_rate"] == pytest.approx(2 / 3)
     # success: its length x dt; failure: max_episode_length x dt
     assert summary["finished_time"] == pytest.approx((5 * 0.1 * 2 + 20 * 0.1) / 3)
-
-
-def test_collision_and_collaboration_degree_over_successes():
-    env = scripted_env(2)
-    stats = EpisodeStats.for_env(env, window=100)
-    run_episode(stats, env, length=10, succeed=True, collide_steps=4, collab_steps=5, envs=[0])
-    run_episode(stats, env, length=8, succeed=True, collide_steps=2, collab_steps=8, envs=[1])
-    # a failed episode's collisions must not count
-    run_episode(stats, env, length=10, succeed=False, collide_steps=10, envs=[0])
-    summary = stats.summary()
-    # env 1 was already 10 steps into its episode when it finished at step 18
-    env1_len = 10 + 8
-    assert summary["success_rate"] == pytest.approx(2 / 3)
-    assert summary["collision_degree"] == pytest.approx((4 / 10 + 2 / env1_len) / 2)
-    assert summary["collaboration_degree"] == pytest.approx((5 / 10 + 8 / env1_len) / 2)
-
-
-def test_no_degrees_without_a_success():
-    env = scripted_env(3)
-    stats = EpisodeStats.for_env(env, window=10)
-    run_episode(stats, env, length=20, succeed=False, collide_steps=3)
-    summary = stats.summary()
-    assert summary["success_rate"] == 0.0
     assert "collision_degree" not in summary and "collaboration_degree" not in summary
+
+
+def first_episode_env(num_obs):
+    """MQE's calculator buffers after each env's first episode (never reset): envs 0 and 2
+    succeeded in 10 and 4 steps, env 1 failed, env 3 is still in its first episode."""
+    env = scripted_env(4)
+    env.num_obs = num_obs
+    env.init_reset_buf = torch.tensor([True, True, True, False])
+    env.init_finished_buf = torch.tensor([True, False, True, False])
+    env.init_episode_length_buf = torch.tensor([10, 20, 4, 20])
+    env.collaboration_degree_buf = torch.tensor([5.0, 20.0, 1.0, 3.0])
+    env.collision_degree_buf = torch.tensor([2.0, 7.0, 4.0, 1.0])
+    return env
+
+
+def test_first_episode_degrees_read_the_calculators_buffers():
+    env = first_episode_env(num_obs=2)
+    degrees = first_episode_degrees(env)
+    assert degrees["envs_done"] == pytest.approx(3 / 4)
+    assert degrees["collaboration_degree"] == pytest.approx((5 / 10 + 1 / 4) / 2)
+    assert degrees["collision_degree"] == pytest.approx((2 / 10 + 4 / 4) / 2)
+
+
+def test_no_collision_degree_without_obstacles_and_no_degrees_without_a_success():
+    """go1push_mid has no obstacles: MQE's collision counter never moves there
+    (legged_robot_field.py:216), so no collision degree is logged at all."""
+    env = first_episode_env(num_obs=0)
+    assert set(first_episode_degrees(env)) == {"envs_done", "collaboration_degree"}
+    env.init_finished_buf = torch.zeros(4, dtype=torch.bool)
+    assert first_episode_degrees(env) == {"envs_done": pytest.approx(3 / 4)}
+
+
+def test_training_metrics_name_the_first_episode_degrees():
+    env = first_episode_env(num_obs=0)
+    stats = EpisodeStats.for_env(env, window=10)
+    run_episode(stats, env, length=3, succeed=True, envs=[0])
+    metrics = training_metrics(stats, env)
+    assert metrics["success_rate"] == 1.0
+    assert metrics["first_episode/collaboration_degree"] == pytest.approx((5 / 10 + 1 / 4) / 2)
+    assert not any(k.endswith("degree") and "/" not in k for k in metrics)
 
 
 def test_window_keeps_only_recent_episodes():
@@ -116,7 +131,6 @@ def test_bounded_over_10000_steps_with_64_envs():
             ep.add_(1)
             done = ep >= lengths
             env.finished_buf = done & (lengths % 2 == 0)
-            env.collision_degree_buf += 1
             stats.update(env, done)
             ep[done] = 0
 
@@ -138,32 +152,22 @@ class _ReferenceStats(object):
     def __init__(self, n, window, dt, max_len):
         self.ring = collections.deque(maxlen=max(window, n))
         self.dt, self.max_len = dt, max_len
-        self.ep = [[0, 0.0, 0.0] for _ in range(n)]
-        self.last = [[0.0, 0.0] for _ in range(n)]
+        self.ep = [0] * n
 
-    def update(self, finished, collision, collaboration, done):
-        for i, ep in enumerate(self.ep):
-            ep[0] += 1
-            ep[1] += max(collision[i] - self.last[i][0], 0.0)
-            ep[2] += max(collaboration[i] - self.last[i][1], 0.0)
-            self.last[i] = [collision[i], collaboration[i]]
-        for i, ep in enumerate(self.ep):
+    def update(self, finished, done):
+        for i in range(len(self.ep)):
+            self.ep[i] += 1
             if done[i]:
                 ok = bool(finished[i])
-                self.ring.append((ok, (ep[0] if ok else self.max_len) * self.dt,
-                                  ep[1] / ep[0], ep[2] / ep[0]))
-                self.ep[i] = [0, 0.0, 0.0]
+                self.ring.append((ok, (self.ep[i] if ok else self.max_len) * self.dt))
+                self.ep[i] = 0
 
     def summary(self):
         if not self.ring:
             return {}
         wins = [r for r in self.ring if r[0]]
-        out = {"success_rate": len(wins) / len(self.ring),
-               "finished_time": sum(r[1] for r in self.ring) / len(self.ring)}
-        if wins:
-            out["collision_degree"] = sum(r[2] for r in wins) / len(wins)
-            out["collaboration_degree"] = sum(r[3] for r in wins) / len(wins)
-        return out
+        return {"success_rate": len(wins) / len(self.ring),
+                "finished_time": sum(r[1] for r in self.ring) / len(self.ring)}
 
 
 @pytest.mark.parametrize("capacity", [1, 7, 256])
@@ -177,13 +181,10 @@ def test_batched_updates_equal_the_step_by_step_definition(capacity, window, p_d
     stats = EpisodeStats.for_env(env, window=window, capacity=capacity)
     ref = _ReferenceStats(n, window, 0.1, 50)
     for step in range(300):
-        env.collision_degree_buf += (torch.rand(n, generator=gen) < 0.3).float()
-        env.collaboration_degree_buf += (torch.rand(n, generator=gen) < 0.5).float()
         env.finished_buf = torch.rand(n, generator=gen) < 0.5
         done = torch.rand(n, generator=gen) < p_done
         stats.update(env, done)
-        ref.update(env.finished_buf.tolist(), env.collision_degree_buf.tolist(),
-                   env.collaboration_degree_buf.tolist(), done.tolist())
+        ref.update(env.finished_buf.tolist(), done.tolist())
         if step % 41 == 40 or step == 299:
             got, want = stats.summary(), ref.summary()
             assert got.pop("episodes") >= len(ref.ring)

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from gym import spaces
 
-from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms
+from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, \
+    training_metrics
 from mapush.spec import RunSpec
 
 STATE_TYPES = ("EP", "FP")
@@ -140,8 +141,9 @@ class MAPushHARLEnv(object):
 
     # ----------------------------------------------------------------- statistics
     def episode_stats(self) -> Dict[str, float]:
-        """Means over recently finished episodes (one host copy; empty before any ends)."""
-        return self.stats.summary()
+        """Means over recently finished episodes (one host copy; empty before any ends) and
+        the first-episode degrees (``first_episode/<name>``)."""
+        return training_metrics(self.stats, self.env)
 
     def reward_terms(self) -> Dict[str, float]:
         """Reward terms of ``env.reward_buffer`` since the last call (then zeroed)."""

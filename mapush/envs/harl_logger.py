@@ -6,7 +6,8 @@ the runner is built, and :meth:`init` refuses to start without it. Per-step work
 numpy ops on arrays HARL already has (no Python loop over envs, nothing that grows); the env
 statistics are read once per log interval.
 
-Tags (shared with the OpenRL trainer): ``metrics/<name>``, ``reward/<term>``,
+Tags (shared with the OpenRL trainer): ``metrics/<name>`` (success rate and finished time
+over finished episodes, ``metrics/first_episode/<name>`` for the degrees), ``reward/<term>``,
 ``perf/env_steps_per_s``, ``train/<loss>`` (mean over agents; ``train/agent<i>/<loss>`` each).
 """
 import os
@@ -17,7 +18,6 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from harl.common.base_logger import BaseLogger
 
-from mapush.envs.stats import METRICS
 
 
 def _float(value: Any) -> float:
@@ -106,11 +106,8 @@ class MAPushLogger(BaseLogger):
         self.scalar("perf/env_steps_per_s", fps)
 
         summary = self.envs.episode_stats()
-        for name in METRICS:
-            if name in summary:
-                self.scalar("metrics/" + name, summary[name])
-        if "episodes" in summary:
-            self.scalar("metrics/episodes", summary["episodes"])
+        for name, value in sorted(summary.items()):
+            self.scalar("metrics/" + name, value)
         for term, value in sorted(self.envs.reward_terms().items()):
             self.scalar("reward/" + term, value)
         if self._return_count:

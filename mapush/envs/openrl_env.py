@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms
+from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, \
+    training_metrics
 
 # MAPush's recipe halves the policy's output before clipping it to the env's [-1, 1] box.
 ACTION_SCALE = 0.5
@@ -30,7 +31,8 @@ class OpenRLEnv(object):
 
     ``batch_rewards`` (called by OpenRL once per rollout) returns the scalars for OpenRL's
     logger, already named by the shared TensorBoard convention: ``reward/<term>`` and
-    ``metrics/<name>``.
+    ``metrics/<name>`` (``metrics/first_episode/<name>`` for the degrees, see
+    :mod:`mapush.envs.stats`).
     """
 
     env_name = "go1push_mid"
@@ -69,14 +71,17 @@ class OpenRLEnv(object):
     def batch_rewards(self, _buffer: Any = None) -> Dict[str, float]:
         """Reward terms since the last call and the recent episodes' metrics."""
         infos = {"reward/%s" % k: v for k, v in drain_reward_terms(self.env).items()}
-        infos.update({"metrics/%s" % k: v for k, v in self.stats.summary().items()
+        infos.update({"metrics/%s" % k: v for k, v in training_metrics(self.stats,
+                                                                        self.env).items()
                       if k != "episodes"})
         return infos
 
     def close(self, **_kwargs: Any) -> None:
-        close = getattr(self.env, "close", None)  # Go1 has none
-        if callable(close):
-            close()
+        """Drop the env without calling into it: MQE's wrapper is a ``gym.Wrapper``
+        (``mqe/envs/wrappers/empty_wrapper.py:4``) whose ``close()`` calls ``Go1.close``,
+        which does not exist (AttributeError); Isaac Gym tears down at process exit, which
+        the child skips with ``os._exit`` (seed 002)."""
+        self.__dict__["env"] = None
 
     # -- helpers ------------------------------------------------------------------------
     def step_tensors(self, actions: Any) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

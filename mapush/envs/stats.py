@@ -1,23 +1,29 @@
-"""Episode statistics of the paper (success rate, finished time, collision degree,
-collaboration degree), computed on the env's device and kept in bounded windows.
+"""Training statistics of the paper's metrics, computed on the env's device in bounded windows.
 
-One implementation serves both adapters. A step only records its four raw signals (done,
-``finished_buf`` and MQE's two counters) into a preallocated ``(capacity, 4, num_envs)``
-device buffer: four copy kernels, no host sync. When the buffer is full, or when the
-statistics are read, all pending steps are folded in at once, vectorised over time
-(cumulative sums for the counters, ``cummax`` for episode starts), and the finished episodes
-are scattered into fixed-size ring buffers (slot ``size`` is a scratch slot that absorbs the
-writes of envs that did not finish). The GPU benchmark (benchmarks/README.md) showed that a
-per-step update of ~40 small kernels was almost all of the adapters' cost; batching made it
-a few. Only :meth:`summary`, called at logging time, copies to the host. Nothing grows with
-the number of steps: this is the fix for seed 001's Python lists that ate the GPU over hours.
+Over every episode that finishes (EpisodeStats): success rate and finished time, from the
+per-step signals MQE keeps current for every episode: the termination mask and
+``finished_buf``. One implementation serves both adapters. A step only records those two
+signals into a preallocated ``(capacity, 2, num_envs)`` device buffer: two copy kernels, no
+host sync. When the buffer is full, or when the statistics are read, all pending steps are
+folded in at once, vectorised over time (``cummax`` for episode starts), and the finished
+episodes are scattered into fixed-size ring buffers (slot ``size`` is a scratch slot that
+absorbs the writes of envs that did not finish). The GPU benchmark (benchmarks/README.md)
+showed that a per-step update of ~40 small kernels was almost all of the adapters' cost;
+batching made it a few. Only :meth:`EpisodeStats.summary`, called at logging time, copies to
+the host. Nothing grows with the number of steps: this is the fix for seed 001's Python
+lists that ate the GPU over hours.
 
-Definitions, as MAPush's calculator mode uses them:
+Definitions, as MAPush's calculator mode uses them (``openrl_ws/test.py:135-140``):
 - success: ``finished_buf`` of the env when its episode ended;
-- finished time: episode length x ``dt`` for a success, ``max_episode_length`` x ``dt`` else;
-- collision / collaboration degree: steps counted by MQE's ``collision_degree_buf`` /
-  ``collaboration_degree_buf`` during the episode over its length, over successes.
-  (MQE advances those two counters only until an env's first reset; later episodes count 0.)
+- finished time: episode length x ``dt`` for a success, ``max_episode_length`` x ``dt`` else.
+
+Collision and collaboration degree cannot be had per episode: MQE counts them in
+``collision_degree_buf`` / ``collaboration_degree_buf`` only until each env's first reset and
+never resets them (``mqe/envs/field/legged_robot_field.py:24-31,204-230``), and the collision
+counter moves only when the task has obstacles (line 216; go1push_mid has none). Training
+therefore logs them, read as the calculator reads them, under names that say so:
+:func:`first_episode_degrees` (``metrics/first_episode/*``). ``mapush eval`` is MAPush's
+calculator itself.
 """
 from typing import Any, Dict
 
@@ -25,7 +31,8 @@ import torch
 
 DEFAULT_WINDOW = 1000
 DEFAULT_CAPACITY = 256
-METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
+METRICS = ("success_rate", "finished_time")
+FIRST_EPISODE_METRICS = ("collision_degree", "collaboration_degree", "envs_done")
 
 
 class EpisodeStats:
@@ -43,16 +50,12 @@ class EpisodeStats:
         ring = lambda dtype: torch.zeros(self.size + 1, dtype=dtype, device=dev)  # noqa: E731
         self.success = ring(torch.float32)
         self.finished_time = ring(torch.float32)
-        self.collision = ring(torch.float32)
-        self.collaboration = ring(torch.float32)
         self.filled = ring(torch.bool)
         self.cursor = torch.zeros((), dtype=torch.long, device=dev)
         self._episodes = torch.zeros((), dtype=torch.long, device=dev)
-        # Running episode of each env: rows length, collision steps, collaboration steps.
-        self._ep = torch.zeros(3, n, dtype=torch.float32, device=dev)
-        self._last = torch.zeros(2, n, dtype=torch.float32, device=dev)  # counters seen last
-        # Pending steps: rows done, finished, collision counter, collaboration counter.
-        self._hist = torch.zeros(self.capacity, 4, n, dtype=torch.float32, device=dev)
+        self._ep = torch.zeros(n, dtype=torch.float32, device=dev)  # running episode lengths
+        # Pending steps: rows done, finished.
+        self._hist = torch.zeros(self.capacity, 2, n, dtype=torch.float32, device=dev)
         self._pending = 0
         self._t = torch.arange(self.capacity, device=dev).unsqueeze(1).expand(-1, n)
 
@@ -69,8 +72,6 @@ class EpisodeStats:
         row = self._hist[self._pending]
         row[0].copy_(done.reshape(-1))
         row[1].copy_(env.finished_buf.reshape(-1))
-        row[2].copy_(env.collision_degree_buf.reshape(-1))
-        row[3].copy_(env.collaboration_degree_buf.reshape(-1))
         self._pending += 1
 
     def flush(self) -> None:
@@ -81,9 +82,6 @@ class EpisodeStats:
         hist = self._hist[:steps]
         done = hist[:, 0] > 0.5                                   # (T, n)
         finished = hist[:, 1] > 0.5
-        counters = hist[:, 2:4]                                   # (T, 2, n)
-        previous = torch.cat([self._last.unsqueeze(0), counters[:-1]], dim=0)
-        cum = torch.cumsum((counters - previous).clamp(min=0), dim=0)
         t = self._t[:steps]
         # First step (within this batch) of the episode running at each step; 0 with
         # ``carry`` set means the episode began before the batch.
@@ -91,15 +89,11 @@ class EpisodeStats:
         starts[1:] = torch.where(done[:-1], t[1:], torch.zeros_like(t[1:]))
         first = torch.cummax(starts, dim=0).values
         carry = first == 0
-        before = cum.gather(0, (first - 1).clamp(min=0).unsqueeze(1).expand(-1, 2, -1))
-        counted = (cum - before * (~carry).unsqueeze(1)
-                   + carry.unsqueeze(1) * self._ep[1:].unsqueeze(0))  # (T, 2, n)
-        length = (t + 1 - first).float() + carry * self._ep[0].unsqueeze(0)
+        length = (t + 1 - first).float() + carry * self._ep.unsqueeze(0)
 
         success = finished & done
         finished_time = torch.where(success, length,
                                     torch.full_like(length, self.max_episode_length)) * self.dt
-        per_step = counted / length.clamp(min=1).unsqueeze(1)
         flat_done = done.reshape(-1)
         order = torch.cumsum(flat_done.long(), 0) - 1
         total = order[-1] + 1
@@ -108,15 +102,10 @@ class EpisodeStats:
                             torch.full_like(order, self.size))
         self.success.scatter_(0, slots, success.reshape(-1).float())
         self.finished_time.scatter_(0, slots, finished_time.reshape(-1))
-        self.collision.scatter_(0, slots, per_step[:, 0].reshape(-1))
-        self.collaboration.scatter_(0, slots, per_step[:, 1].reshape(-1))
         self.filled.scatter_(0, slots, flat_done)
         self.cursor = (self.cursor + total) % self.size
         self._episodes = self._episodes + total
-        alive = (~done[-1]).float()
-        self._ep[0].copy_(length[-1] * alive)
-        self._ep[1:].copy_(counted[-1] * alive)
-        self._last.copy_(counters[-1])
+        self._ep.copy_(length[-1] * (~done[-1]).float())
         self._pending = 0
 
     def reset_episodes(self) -> None:
@@ -132,48 +121,59 @@ class EpisodeStats:
     @property
     def ep_len(self) -> torch.Tensor:
         self.flush()
-        return self._ep[0]
-
-    @property
-    def ep_collision(self) -> torch.Tensor:
-        self.flush()
-        return self._ep[1]
-
-    @property
-    def ep_collaboration(self) -> torch.Tensor:
-        self.flush()
-        return self._ep[2]
+        return self._ep
 
     def summary(self) -> Dict[str, float]:
         """Means over the window (one host copy); empty before the first episode ends."""
         self.flush()
         filled = self.filled[: self.size]
-        succeeded = (self.success[: self.size] > 0) & filled
         stacked = torch.stack([
             filled.float(),
             self.success[: self.size] * filled,
             self.finished_time[: self.size] * filled,
-            self.collision[: self.size] * succeeded,
-            self.collaboration[: self.size] * succeeded,
         ]).sum(dim=1)
-        n, succ, ftime, coll, collab = stacked.tolist()
+        n, succ, ftime = stacked.tolist()
         if n == 0:
             return {}
-        out = {
+        return {
             "success_rate": succ / n,
             "finished_time": ftime / n,
             "episodes": float(int(self._episodes.item())),
         }
-        if succ > 0:
-            out["collision_degree"] = coll / succ
-            out["collaboration_degree"] = collab / succ
-        return out
 
     def window_sizes(self) -> Dict[str, int]:
         """Element counts of every buffer this object holds (bounded by construction)."""
         return {name: int(getattr(self, name).numel()) for name in
-                ("success", "finished_time", "collision", "collaboration", "filled",
-                 "_ep", "_last", "_hist")}
+                ("success", "finished_time", "filled", "_ep", "_hist")}
+
+
+def first_episode_degrees(env: Any) -> Dict[str, float]:
+    """Collision and collaboration degree of each env's FIRST episode, as the calculator
+    reads MQE's never-reset buffers (``openrl_ws/test.py:138-139``): mean over the envs whose
+    first episode succeeded of counter / that episode's length. ``envs_done`` is the share
+    of envs whose first episode has ended. The collision degree only where the task has
+    obstacles (``legged_robot_field.py:216``: without them its counter never moves). Empty
+    until a first episode has succeeded; frozen once every env's has ended."""
+    won = env.init_finished_buf.reshape(-1).bool()
+    out = {"envs_done": float(env.init_reset_buf.float().mean().item())}
+    count = int(won.sum().item())
+    if count == 0:
+        return out
+    length = env.init_episode_length_buf.reshape(-1)[won].float().clamp(min=1)
+    out["collaboration_degree"] = float(
+        (env.collaboration_degree_buf.reshape(-1)[won] / length).mean().item())
+    if int(getattr(env, "num_obs", 0) or 0) != 0:
+        out["collision_degree"] = float(
+            (env.collision_degree_buf.reshape(-1)[won] / length).mean().item())
+    return out
+
+
+def training_metrics(stats: EpisodeStats, env: Any) -> Dict[str, float]:
+    """What both adapters log as ``metrics/<name>``: the windowed episode statistics, and
+    the first-episode degrees as ``first_episode/<name>``."""
+    out = stats.summary()
+    out.update(("first_episode/" + k, v) for k, v in first_episode_degrees(env).items())
+    return out
 
 
 def drain_reward_terms(env: Any) -> Dict[str, float]:
