@@ -22,6 +22,14 @@ from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, 
 from mapush.spec import RunSpec
 
 STATE_TYPES = ("EP", "FP")
+# How the EP critic's team reward is made from the per-agent rewards (env.team_reward).
+# MQE's rewards differ per agent (go1_push_mid_wrapper.py:308-391: approach, collision and
+# OCB terms per robot); HARL's EP runner gave its one critic agent 0's reward
+# (harl/runners/on_policy_base_runner.py:453 at the pin) until patches/harl/03. "mean" is
+# the default: the team's value on the same scale as one agent's reward, whatever the
+# number of robots (2 or 3), so the value targets, ValueNorm and learning rates tuned for
+# one agent's reward carry over; "sum" is the team return of cooperative MARL.
+TEAM_REWARDS = ("mean", "sum")
 
 
 def spec_from_env_args(env_args: Dict[str, Any]) -> RunSpec:
@@ -52,6 +60,10 @@ class MAPushHARLEnv(object):
         if self.state_type not in STATE_TYPES:
             raise ValueError("state_type %r: use EP (one shared state per env) or FP "
                              "(one per agent)" % self.state_type)
+        self.team_reward_kind = str(self.env_args.get("team_reward", "mean"))
+        if self.team_reward_kind not in TEAM_REWARDS:
+            raise ValueError("team_reward %r: use %s" % (self.team_reward_kind,
+                                                         " or ".join(TEAM_REWARDS)))
         if env is None:
             from mapush.sim import make_env
 
@@ -129,6 +141,15 @@ class MAPushHARLEnv(object):
         infos = ([self._info_cut if c else self._info_ok for c in cut.tolist()]
                  if cut.any() else self._infos_ok)
         return obs_np, self._share(obs_np), rewards, dones, infos, None
+
+    def team_reward(self, rewards: np.ndarray) -> np.ndarray:
+        """The EP critic's reward ``(n_envs, 1)`` from the per-agent ``(n_envs, n_agents, 1)``:
+        their mean (or sum, ``env.team_reward``); patched HARL's EP runner calls this
+        (patches/harl/03-ep-critic-team-reward). Each actor's own reward and FP mode's one
+        reward per agent are left as they are."""
+        if self.team_reward_kind == "sum":
+            return rewards.sum(axis=1)
+        return rewards.mean(axis=1)
 
     def _share(self, obs: np.ndarray) -> np.ndarray:
         """Centralised critic input: EP, the same concatenation of all agents' obs for every

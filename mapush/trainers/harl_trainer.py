@@ -88,6 +88,13 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     config["train"].update(n_rollout_threads=int(spec.num_envs),
                            num_env_steps=int(spec.steps), model_dir=None)
     config["logger"]["log_dir"] = str(spec.run_dir)
+    from mapush.envs.harl_env import STATE_TYPES, TEAM_REWARDS
+
+    for key, choices in (("state_type", STATE_TYPES), ("team_reward", TEAM_REWARDS)):
+        value = config.get("env", {}).get(key)
+        if value not in choices:
+            raise UsageError("--config %s: env.%s %r is not one of %s"
+                             % (spec.config, key, value, ", ".join(choices)))
     if config["eval"].get("use_eval") or config["render"].get("use_render"):
         raise UsageError("--config %s: eval.use_eval and render.use_render are not supported "
                          "for MAPush; use 'mapush eval --checkpoint'" % spec.config)
