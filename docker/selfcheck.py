@@ -81,7 +81,26 @@ def check_pip() -> str:
     return "pip check clean"
 
 
-CHECKS = [check_openrl, check_harl, check_patches, check_installed, check_pip]  # type: List[Callable[[], str]]
+def check_run_record() -> str:
+    """What every run's config.json will record: complete, with the pins the package ships
+    equal to the image's env/pins.env."""
+    from mapush import pins
+    from mapush.provenance import provenance
+
+    packaged = os.path.join(os.path.dirname(pins.__file__), pins.PINS_FILE)
+    if not os.path.isfile(packaged):
+        raise AssertionError("the mapush package ships no %s" % pins.PINS_FILE)
+    with open(packaged) as handle:
+        if pins.parse_pins(handle.read()) != pins.load_pins():
+            raise AssertionError("%s differs from %s" % (packaged, pins.pins_path()))
+    missing = provenance()["incomplete"]
+    if missing:
+        raise AssertionError("runs would record an incomplete stack: %s" % "; ".join(missing))
+    return "runs record every pin, version and patch"
+
+
+CHECKS = [check_openrl, check_harl, check_patches, check_installed, check_pip,
+          check_run_record]  # type: List[Callable[[], str]]
 
 
 def main() -> int:

@@ -1,18 +1,26 @@
-"""Read the pins of ``env/pins.env``, the single source of every version and commit."""
+"""Read the pins of ``env/pins.env``, the single source of every version and commit.
+
+The package ships them: ``mapush/pins.env`` is a symbolic link to ``../env/pins.env`` in the
+source tree, and a wheel built from it (``pip install .``, the image's install) carries the
+file itself, so a ``mapush`` installed anywhere records every pin in its runs' config.json.
+"""
 import os
 from pathlib import Path
 from typing import Dict, Optional
 
-_REPO_ENV = Path(__file__).resolve().parent.parent / "env"
+PINS_FILE = "pins.env"
+_PACKAGED = Path(__file__).resolve().parent / PINS_FILE
 # Where the image installs env/ (see docker/Dockerfile).
 _IMAGE_ENV = Path("/opt/mapush-env/env")
 
 
-def env_dir() -> Optional[Path]:
-    """The env/ folder: $MAPUSH_ENV_DIR, the source checkout, or the image's copy."""
-    for candidate in (os.environ.get("MAPUSH_ENV_DIR"), _REPO_ENV, _IMAGE_ENV):
-        if candidate and (Path(candidate) / "pins.env").is_file():
-            return Path(candidate)
+def pins_path() -> Optional[Path]:
+    """$MAPUSH_ENV_DIR/pins.env when set, else the packaged copy, else the image's."""
+    override = os.environ.get("MAPUSH_ENV_DIR")
+    candidates = [Path(override) / PINS_FILE] if override else []
+    for candidate in candidates + [_PACKAGED, _IMAGE_ENV / PINS_FILE]:
+        if candidate.is_file():
+            return candidate
     return None
 
 
@@ -31,8 +39,8 @@ def parse_pins(text: str) -> Dict[str, str]:
 
 
 def load_pins() -> Dict[str, str]:
-    """All pins, or an empty dict when no env/ folder can be found."""
-    folder = env_dir()
-    if folder is None:
+    """All pins, or an empty dict when no pins file can be found."""
+    path = pins_path()
+    if path is None:
         return {}
-    return parse_pins((folder / "pins.env").read_text())
+    return parse_pins(path.read_text())

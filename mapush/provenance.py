@@ -51,8 +51,38 @@ def installed_versions() -> Dict[str, str]:
     return versions
 
 
+# What a complete record holds (docker/check_stack.py checks the same stack in the image).
+PIN_KEYS = ("MAPUSH_COMMIT", "HARL_COMMIT", "OPENRL_VERSION", "TORCH_VERSION",
+            "ISAACGYM_VERSION", "PYTHON_VERSION")
+RECORDED_VERSIONS = ("torch", "openrl", "gym", "numpy", "isaacgym", "harl")
+PATCH_COMPONENTS = ("openrl", "harl", "mapush")
+
+
+def gaps(record: Dict[str, Any]) -> List[str]:
+    """What the record lacks, one phrase each: an empty list means complete."""
+    missing = []  # type: List[str]
+    pins = record.get("pins") or {}
+    if not pins:
+        missing.append("pins (no pins.env: reinstall mapush-env from its source tree)")
+    else:
+        missing += ["pin %s" % key for key in PIN_KEYS if not pins.get(key)]
+    versions = record.get("versions") or {}
+    missing += ["version of %s (not installed as a distribution)" % name
+                for name in RECORDED_VERSIONS if name not in versions]
+    recorded = {r.get("component"): r for r in record.get("patches") or []}
+    for component in PATCH_COMPONENTS:
+        entry = recorded.get(component)
+        if entry is None:
+            missing.append("patch record of %s (none in %s; set MAPUSH_PATCH_RECORDS)"
+                           % (component, patch_record_dir()))
+        elif entry.get("error"):
+            missing.append("patch record of %s (%s)" % (component, entry["error"]))
+    return missing
+
+
 def provenance() -> Dict[str, Any]:
-    return {
+    """The record, with ``incomplete`` listing what it lacks (empty when complete)."""
+    record = {
         "mapush_env": __version__,
         "python": platform.python_version(),
         "executable": sys.executable,
@@ -61,4 +91,14 @@ def provenance() -> Dict[str, Any]:
         "patches": patch_records(),
         "mapush_root": os.environ.get("MAPUSH_ROOT", "/opt/mapush"),
         "contact_pairs_multiplier_env": os.environ.get("MAPUSH_CONTACT_PAIRS_MULTIPLIER"),
-    }
+    }  # type: Dict[str, Any]
+    record["incomplete"] = gaps(record)
+    return record
+
+
+def warn_if_incomplete(record: Dict[str, Any], where: str) -> None:
+    """One stderr line when the record could not be completed: never quietly partial."""
+    missing = record.get("incomplete") or []
+    if missing:
+        print("mapush: warning: %s records an incomplete stack (see provenance.incomplete): "
+              "missing %s" % (where, "; ".join(missing)), file=sys.stderr, flush=True)

@@ -44,3 +44,57 @@ def test_package_finds_pins_in_the_checkout_and_by_env(tmp_path, monkeypatch):
     (tmp_path / "pins.env").write_text("ONLY=1\n")
     monkeypatch.setenv("MAPUSH_ENV_DIR", str(tmp_path))
     assert load_pins() == {"ONLY": "1"}
+
+
+def test_a_pip_installed_mapush_records_every_pin(tmp_path):
+    """Outside the image and the checkout: the wheel carries pins.env itself."""
+    import subprocess
+    import sys
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(wheels), str(REPO)], check=True,
+                   timeout=300, capture_output=True)
+    (wheel,) = wheels.glob("mapush_env-*.whl")
+    with zipfile.ZipFile(str(wheel)) as archive:
+        shipped = archive.read("mapush/pins.env").decode()
+    assert parse_pins(shipped) == PINS
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(site), str(wheel)], check=True, timeout=300, capture_output=True)
+    assert not (site / "mapush" / "pins.env").is_symlink()
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", "import json; from mapush.provenance import "
+                          "provenance; print(json.dumps(provenance()))"], env=env,
+                         cwd=str(tmp_path), check=True, capture_output=True, text=True,
+                         timeout=120)
+    import json
+
+    record = json.loads(out.stdout)
+    assert record["pins"] == PINS
+    assert not any(gap.startswith("pin") for gap in record["incomplete"])
+
+
+def test_an_incomplete_record_says_so_on_stderr(tmp_path):
+    """No patch records and no Isaac Gym here: config.json lists what it lacks, and the run
+    says so on stderr instead of writing a quietly partial record."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import double_env
+
+    env = double_env(MAPUSH_PATCH_RECORDS=tmp_path / "none")
+    proc = subprocess.run([sys.executable, "-m", "mapush", "train", "--sim-device", "cpu",
+                           "--rl-device", "cpu", "--run-dir", str(tmp_path / "run"),
+                           "--no-preflight", "--steps", "1"], env=env, cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    record = json.loads((tmp_path / "run" / "config.json").read_text())["provenance"]
+    assert record["pins"] == PINS
+    gaps = record["incomplete"]
+    assert "patch record of harl (none in %s; set MAPUSH_PATCH_RECORDS)" % (tmp_path / "none") \
+        in gaps
+    assert any(g.startswith("version of isaacgym") for g in gaps)
+    (line,) = [l for l in proc.stderr.splitlines() if "incomplete stack" in l]
+    assert line.startswith("mapush: warning: ") and "patch record of openrl" in line

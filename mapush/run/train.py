@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from mapush.provenance import provenance
+from mapush.provenance import provenance, warn_if_incomplete
 from mapush.run.atomic import write_json
 from mapush.spec import RunSpec
 
@@ -33,7 +33,9 @@ def write_config(spec: RunSpec) -> Path:
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / CONFIG
-    record = {"spec": spec.to_dict(), "provenance": provenance(), "created": _now(),
+    stack = provenance()
+    warn_if_incomplete(stack, str(path))
+    record = {"spec": spec.to_dict(), "provenance": stack, "created": _now(),
               "command": sys.argv}  # type: Dict[str, Any]
     if path.is_file():
         try:
