@@ -128,10 +128,13 @@ class Go1PushMidDouble(object):
         self.gym.prepare_sim(self.sim)
         # Right after prepare_sim, Go1 loads its models by the config's paths, which are
         # relative to the working directory (mqe/envs/go1/go1.py:366, 396-397).
+        self.loaded_models = []
         if cfg.control.control_type in ("actuator_net", "C"):
-            _load_standin(cfg.control.actuator_network_path + "/unitree_go1.pt")
-        _load_standin(cfg.control.locomotion_policy_dir + "/body_latest.jit")
-        _load_standin(cfg.control.locomotion_policy_dir + "/adaptation_module_latest.jit")
+            self.loaded_models.append(cfg.control.actuator_network_path + "/unitree_go1.pt")
+        self.loaded_models += [cfg.control.locomotion_policy_dir + "/body_latest.jit",
+                               cfg.control.locomotion_policy_dir + "/adaptation_module_latest.jit"]
+        for path in self.loaded_models:
+            _load_standin(path)
 
         # mqe/envs/base/legged_robot.py:1269,1276
         self.dt = float(cfg.control.decimation * cfg.sim.dt)
