@@ -3,11 +3,11 @@
 The benchmark must measure our layer, not the simulator, so ``step`` costs a fixed, small,
 known amount of device work and never waits for the device: no Python loop over envs, no
 ``.item()``/``float()``/boolean-mask indexing (each of those is a host sync), no allocation
-that grows. One step is a fixed sequence of 29 torch ops (26 kernels, 1 device copy, 2 views) over
+that grows. One step is a fixed sequence of 34 torch ops (31 kernels, 1 device copy, 2 views) over
 at most ``num_envs x num_agents x obs_dim`` floats, plus an optional fixed busy-wait on the
 device (``physics_us``, ``torch.cuda._sleep``) that stands in for PhysX.
 
-It follows the interface of shared/UPSTREAM.md and of ``tests/doubles/mqe`` (obs
+It follows the interface of docs/upstream.md and of ``tests/doubles/mqe`` (obs
 ``(num_envs, num_agents, 2 + 3 * num_agents)``, actions ``(num_envs, num_agents, 3)`` on
 ``env.device``, reward ``(num_envs, num_agents)``, termination ``(num_envs,)`` bool, the
 episode buffers, ``reward_buffer``, ``dt``, ``max_episode_length``). ``reward_buffer`` sums
@@ -16,14 +16,16 @@ stay on the device as 0-d tensors: the caller's ``float()`` at log time is the o
 Episodes are deterministic so every adapter sees the same dones: even envs succeed after
 ``success_step + (i // 2) % 8`` steps, odd envs time out after ``max_episode_length`` steps;
 every fourth env counts collision steps and every third collaboration steps in its first
-episode, as MQE's counters do.
+episode, and the calculator's ``init_*`` buffers record each env's first episode, as MQE's
+counters do. (Counts were 29 ops / 26 kernels before those buffers were added: the results
+in ``results/`` of 2026-11-21 were measured then.)
 """
 from typing import Any, Dict, Optional
 
 import torch
 from gym import spaces
 
-KERNELS_PER_STEP = 26  # kernels one step() launches, plus one device copy (physics_us: +1)
+KERNELS_PER_STEP = 31  # kernels one step() launches, plus one device copy (physics_us: +1)
 
 
 def _cycles_per_us(device: torch.device) -> float:
@@ -70,6 +72,11 @@ class GpuMqeDouble(object):
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.collision_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
         self.collaboration_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
+        # The calculator's first-episode buffers, never reset (legged_robot_field.py:24-31).
+        self.init_reset_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.init_finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        self.init_episode_length_buf = torch.full((n,), self.max_episode_length,
+                                                  dtype=torch.long, device=dev)
         self._first = torch.ones(n, dtype=torch.float, device=dev)
         self._zero = torch.zeros((), device=dev)
         self.reward_buffer = {}  # type: Dict[str, Any]
@@ -103,6 +110,10 @@ class GpuMqeDouble(object):
         buf["distance_to_target_reward"] = buf["distance_to_target_reward"] + reward.sum()
         buf["approach_to_box_reward"] = buf["approach_to_box_reward"] - actions.abs().sum()
         buf["step_count"] += 1
+        newly = self.finished_buf & ~self.init_reset_buf
+        self.init_finished_buf |= newly
+        self.init_episode_length_buf = torch.where(newly, length, self.init_episode_length_buf)
+        self.init_reset_buf |= termination
         self._first.mul_((~termination).float())
         self.reset_buf = termination.long()
         self._state[:, :, :3] = actions

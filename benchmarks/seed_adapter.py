@@ -9,7 +9,7 @@ seed 001's ``harl/envs/mapush/mapush_env.py`` did each step:
 - statistics appended to Python lists (emptied only when the logger asks for them);
 - a fresh list of per-env info dicts ``[{0: {}}, ...]`` every step.
 
-The interface is HARL's (shared/UPSTREAM.md): ``reset() -> (obs, share_obs, None)``,
+The interface is HARL's (docs/upstream.md): ``reset() -> (obs, share_obs, None)``,
 ``step(actions) -> (obs, share_obs, rewards, dones, infos, None)``, numpy arrays with a
 leading ``n_envs`` axis; ``actions`` arrive as ``(n_envs, n_agents, act_dim)``.
 """

@@ -2,7 +2,7 @@
 """Fail the image build when the Python stack is not the pinned CUDA 11.6 one.
 
 The user's environments broke on CUDA 12 wheels next to a CUDA 11.6 torch and on a second
-torch pulled in by a dependency (shared/seeds). This check makes those states unbuildable:
+torch pulled in by a dependency (README: the failures this project ends). This check makes those states unbuildable:
 no ``nvidia-*`` wheel, no ``triton``, exactly one torch and one torchvision distribution at
 the pinned versions, and (unless --no-import) ``torch.version.cuda`` equal to the pin.
 Python 3.8, standard library only (plus torch for the import check).

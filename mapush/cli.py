@@ -1,4 +1,4 @@
-"""The ``mapush`` command (contract: shared/CLI.md).
+"""The ``mapush`` command (contract: docs/cli.md).
 
 Validates options into one :class:`~mapush.spec.RunSpec` and hands it on; bad input is one
 ``error:`` line naming the option and the fix, exit status 2. Heavy modules (torch, Isaac

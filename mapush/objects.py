@@ -56,7 +56,7 @@ class ObjectFacts:
     @property
     def actors(self) -> int:
         """Actors per env: robots, the object, the target area, the final target, obstacles
-        (``mqe/envs/npc/go1_object.py:103-125``)."""
+        (``mqe/envs/npc/go1_object.py:95-120``)."""
         return self.num_agents + 2 + int(self.final_target) + self.num_obs
 
     @classmethod

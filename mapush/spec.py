@@ -51,6 +51,6 @@ class RunSpec:
 
 
 def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:
-    """``runs/<task>/<object>/<algo>/seed<seed>-<YYYYmmdd-HHMMSS>`` (CLI.md)."""
+    """``runs/<task>/<object>/<algo>/seed<seed>-<YYYYmmdd-HHMMSS>`` (docs/cli.md)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return str(Path("runs") / task / obj / algo / ("seed%d-%s" % (seed, stamp)))

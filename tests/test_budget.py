@@ -141,7 +141,7 @@ def test_make_env_passes_the_budget_to_the_config(tmp_path, obj):
 
 def test_every_actor_with_a_collision_shape_is_counted():
     """Robots from the config, the object, and (upper task) obstacles; the target areas are
-    illusions without collision unless their config says so (go1_object.py:103-125)."""
+    illusions without collision unless their config says so (go1_object.py:95-120)."""
     cylinder = pb.TaskBodies.of(ObjectFacts(num_agents=3))
     assert cylinder.shapes == CUBOID.shapes + pb.SHAPES_PER_GO1
     upper = pb.TaskBodies.of(ObjectFacts(num_agents=2, num_obs=2, final_target=True))

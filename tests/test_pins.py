@@ -52,9 +52,20 @@ def test_a_pip_installed_mapush_records_every_pin(tmp_path):
     import sys
     import zipfile
 
+    import shutil
+
+    # The source as the image's build gets it (docker/Dockerfile), outside the checkout.
+    src = tmp_path / "src"
+    (src / "env").mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(str(REPO / name), str(src / name))
+    shutil.copy(str(REPO / "env" / "pins.env"), str(src / "env" / "pins.env"))
+    shutil.copytree(str(REPO / "mapush"), str(src / "mapush"), symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    assert (src / "mapush" / "pins.env").is_symlink()
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(wheels), str(REPO)], check=True,
+                    "--no-build-isolation", "-w", str(wheels), str(src)], check=True,
                    timeout=300, capture_output=True)
     (wheel,) = wheels.glob("mapush_env-*.whl")
     with zipfile.ZipFile(str(wheel)) as archive:

@@ -3,7 +3,7 @@
 Tests and the trainer helpers run the real upstream code, not a mock, so that a patch
 that stops applying or a behaviour that the patches break shows up here. The venv's own
 openrl stays pristine (tests copy it); HARL's upstream files come from the harl-aht wheel
-(see shared/UPSTREAM.md), verified against the pinned hashes before they are patched.
+(see docs/upstream.md), verified against the pinned hashes before they are patched.
 """
 import hashlib
 import importlib.util

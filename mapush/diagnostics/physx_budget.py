@@ -10,7 +10,7 @@ The estimate (docs/lifecycle.md explains it at length):
   ``PARTNERS_PER_SHAPE`` others (the terrain mesh and neighbours), with up to
   ``POINTS_PER_PAIR`` contact points per pair (a PhysX contact manifold holds at most 4).
   The actors of an env come from the object's config (:class:`mapush.objects.ObjectFacts`,
-  ``mqe/envs/npc/go1_object.py:103-125``): ``env.num_agents`` Go1 robots of 23 collision
+  ``mqe/envs/npc/go1_object.py:95-120``): ``env.num_agents`` Go1 robots of 23 collision
   shapes each (MAPush's ``resources/robots/go1/urdf/go1.urdf``, self-collisions enabled;
   2 for cuboid and Tblock, 3 for the cylinder), the object (1 shape), the target area and
   the upper task's final target (no collision shape unless their ``*_collision`` is set),

@@ -13,7 +13,7 @@ batching made it a few. Only :meth:`EpisodeStats.summary`, called at logging tim
 the host. Nothing grows with the number of steps: this is the fix for seed 001's Python
 lists that ate the GPU over hours.
 
-Definitions, as MAPush's calculator mode uses them (``openrl_ws/test.py:135-140``):
+Definitions, as MAPush's calculator mode uses them (``openrl_ws/test.py:136-142``):
 - success: ``finished_buf`` of the env when its episode ended;
 - finished time: episode length x ``dt`` for a success, ``max_episode_length`` x ``dt`` else.
 
@@ -149,7 +149,7 @@ class EpisodeStats:
 
 def first_episode_degrees(env: Any) -> Dict[str, float]:
     """Collision and collaboration degree of each env's FIRST episode, as the calculator
-    reads MQE's never-reset buffers (``openrl_ws/test.py:138-139``): mean over the envs whose
+    reads MQE's never-reset buffers (``openrl_ws/test.py:141-142``): mean over the envs whose
     first episode succeeded of counter / that episode's length. ``envs_done`` is the share
     of envs whose first episode has ended. The collision degree only where the task has
     obstacles (``legged_robot_field.py:216``: without them its counter never moves). Empty

@@ -1,0 +1,1 @@
+"""Benchmark stand-in for ``mqe.envs.go1``."""
