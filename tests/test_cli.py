@@ -33,3 +33,34 @@ def test_unknown_object_lists_the_objects_found(tmp_path):
     assert proc.returncode == 2
     for found in ("cuboid", "Tblock", "cylinder"):
         assert found in proc.stderr
+
+
+def test_every_help_shows_every_default():
+    """`mapush <cmd> --help` names the default of each option that has one."""
+    import argparse
+    import re
+    import subprocess
+    import sys
+
+    from mapush.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subparsers.choices) >= {"train", "doctor", "smoke", "eval"}
+    for name, sub in subparsers.choices.items():
+        out = subprocess.run([sys.executable, "-m", "mapush", name, "--help"],
+                             capture_output=True, text=True, timeout=60).stdout
+        # one entry per option: from "  --option" to the next line that starts one
+        entries = {re.split(r"[ ,]", chunk.strip(), 1)[0]: re.sub(r"\s+", " ", chunk)
+                   for chunk in re.split(r"\n  (?=-)", out.split("options:", 1)[1])}
+        for action in sub._actions:
+            if not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+                continue
+            entry = entries[action.option_strings[0]]
+            shown = re.search(r"\(default: ([^)]*)\)", entry)
+            assert shown, (name, action.option_strings, entry)
+            assert shown.group(1) == str(action.default), (name, entry)
+    train = re.sub(r"\s+", " ", subprocess.run(
+        [sys.executable, "-m", "mapush", "train", "--help"], capture_output=True,
+        text=True, timeout=60).stdout)
+    assert "(default: 100000000)" in train and "(default: 10000000)" in train

@@ -133,3 +133,23 @@ def test_contact_buffer_is_budgeted_unless_the_user_sets_a_multiplier():
         assert services[name]["environment"]["MAPUSH_CONTACT_PAIRS_MULTIPLIER"] == "", name
     chosen = config("--profile", "gpu", env={"MAPUSH_CONTACT_PAIRS_MULTIPLIER": "2"})["services"]
     assert chosen["train"]["environment"]["MAPUSH_CONTACT_PAIRS_MULTIPLIER"] == "2"
+
+
+def test_each_checkout_is_its_own_compose_project(tmp_path):
+    """Two clones must not stop each other's services: the project is the checkout's folder
+    name (compose.yaml fixes none), and COMPOSE_PROJECT_NAME picks another."""
+    import shutil
+
+    names = {}
+    for clone in ("mapush-a", "mapush-b"):
+        folder = tmp_path / clone
+        folder.mkdir()
+        shutil.copy(str(REPO / "compose.yaml"), str(folder / "compose.yaml"))
+        env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+        proc = subprocess.run(compose_cli() + ["config", "--format", "json"], cwd=str(folder),
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        names[clone] = json.loads(proc.stdout)["name"]
+    assert names == {"mapush-a": "mapush-a", "mapush-b": "mapush-b"}
+    mine = config(env={"COMPOSE_PROJECT_NAME": "my-mapush"})
+    assert mine["name"] == "my-mapush"

@@ -264,3 +264,72 @@ def test_collect_logs_never_fails_and_summarises_the_smoke_report(workspace):
     text = summary.read_text()
     assert "mapush smoke: failed" in text and "| env | failed | 2.0 | died \\| SIGSEGV |" in text
     assert (workspace / "runs" / "ci" / "host.txt").is_file()
+
+
+# -- .ci/run owns the Docker daemon it starts ---------------------------------------------
+
+FAKE_INSTALL = """#!/usr/bin/env bash
+# stand-in for ci/install-docker.sh: a long-running "daemon", recorded as the real one is
+sleep 600 &
+echo "$!" > "$MAPUSH_CI_DOCKERD_PIDFILE"
+echo "$!" > "$WITNESS"
+"""
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    # a zombie (exited, not yet reaped by its parent) is not running either
+    with open("/proc/%d/stat" % pid) as fh:
+        return fh.read().split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason=".ci/run starts a daemon only as root (as CI runs)")
+@pytest.mark.parametrize("outcome", ["pass", "fail"])
+def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outcome):
+    import time
+
+    work = tmp_path / "repo"
+    (work / ".ci").mkdir(parents=True)
+    (work / "ci").mkdir()
+    shutil.copy2(str(REPO / ".ci" / "run"), str(work / ".ci" / "run"))
+    shutil.copy2(str(REPO / "ci" / "stop-dockerd.sh"), str(work / "ci"))
+    (work / "ci" / "install-docker.sh").write_text(FAKE_INSTALL)
+    (work / "Makefile").write_text("test:\n\t@exit %d\n" % (0 if outcome == "pass" else 1))
+    witness = tmp_path / "daemon.pid"
+    env = dict(os.environ, WITNESS=str(witness))
+    env.pop("MAPUSH_CI_DOCKERD_PIDFILE", None)
+    proc = subprocess.run(["bash", str(work / ".ci" / "run")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == (0 if outcome == "pass" else 2), proc.stdout + proc.stderr
+    pid = int(witness.read_text())
+    for _ in range(50):
+        if not _pid_alive(pid):
+            break
+        time.sleep(0.1)
+    assert not _pid_alive(pid), "the daemon .ci/run started is still running"
+    assert "stopping dockerd (pid %d)" % pid in proc.stdout
+
+
+def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        proc = subprocess.run(["bash", str(REPO / "ci" / "stop-dockerd.sh"),
+                               str(tmp_path / "absent.pid")], capture_output=True, text=True)
+        assert proc.returncode == 0 and other.poll() is None
+        bad = tmp_path / "bad.pid"
+        bad.write_text("not-a-pid\n")
+        proc = subprocess.run(["bash", str(REPO / "ci" / "stop-dockerd.sh"), str(bad)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 1 and "holds no PID" in proc.stderr and other.poll() is None
+        good = tmp_path / "good.pid"
+        good.write_text("%d\n" % other.pid)
+        proc = subprocess.run(["bash", str(REPO / "ci" / "stop-dockerd.sh"), str(good)],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and other.wait(timeout=10) is not None
+        assert not good.exists()
+    finally:
+        if other.poll() is None:
+            other.kill()

@@ -1,0 +1,54 @@
+"""The product's documentation stands on its own: nothing points at files outside the
+repository (the developers' notes), and every local link resolves."""
+import re
+import subprocess
+
+from tests.conftest import REPO
+
+OUTSIDE = re.compile(r"shared/|UPSTREAM\.md|CLI\.md|seeds/")
+
+
+def tracked():
+    out = subprocess.run(["git", "ls-files"], cwd=str(REPO), capture_output=True, text=True,
+                         check=True).stdout.split()
+    return [REPO / name for name in out if (REPO / name).is_file()
+            and not name.startswith("benchmarks/results/")]
+
+
+def test_no_file_points_at_notes_outside_the_product():
+    found = []
+    for path in tracked():
+        if path.name == "test_docs.py":
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if OUTSIDE.search(line):
+                found.append("%s:%d: %s" % (path.relative_to(REPO), number, line.strip()))
+    assert found == []
+
+
+def test_the_contract_and_the_upstream_facts_are_in_the_product():
+    cli = (REPO / "docs" / "cli.md").read_text()
+    for command in ("mapush train", "mapush doctor", "mapush smoke", "mapush eval",
+                    "mapush reproduce", "mapush report", "mapush pipeline", "mapush sweep"):
+        assert "## `%s" % command in cli, command
+    upstream = (REPO / "docs" / "upstream.md").read_text()
+    for source in ("go1_config.py:122-123", "legged_robot.py:196", "task/<object>/config.py",
+                   "legged_robot_field.py:24-31,204-230", "go1_push_mid_wrapper.py:71-80",
+                   "on_policy_base_runner.py:448-460"):
+        assert source in upstream, source
+
+
+def test_every_local_link_in_the_docs_resolves():
+    broken = []
+    for path in [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md")) + \
+            sorted(REPO.glob("*/README.md")):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            if not (path.parent / target).exists():
+                broken.append("%s -> %s" % (path.relative_to(REPO), target))
+    assert broken == []
