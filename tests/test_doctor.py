@@ -232,3 +232,11 @@ def test_missing_mapush_record_fails_with_a_mapush_tree(healthy, tmp_path, monke
     monkeypatch.setenv("MAPUSH_ROOT", str(root))
     (healthy / "mapush.json").unlink()
     assert doctor.check_patches(Options(), {}).status == FAIL
+
+
+@pytest.mark.parametrize("where, needle", [("host", "download"), ("container", "on the host")])
+def test_missing_isaacgym_fix_fits_where_the_doctor_runs(healthy, monkeypatch, where, needle):
+    monkeypatch.setenv("MAPUSH_WHERE", where)
+    monkeypatch.setattr(doctor, "probe_isaacgym", lambda: (None, "No module named 'isaacgym'"))
+    check = checks_for(facts())["isaacgym"]
+    assert check.status == FAIL and needle in check.fix and "make build" in check.fix

@@ -277,8 +277,10 @@ def check_isaacgym(_opts: Options, state: Dict[str, Any]) -> Check:
     pkg, error = probe_isaacgym()
     state["isaacgym_dir"] = pkg
     if pkg is None:
-        return Check("isaacgym", FAIL, "Isaac Gym is not importable (%s)" % error,
-                     ISAACGYM_HINT.split(": ", 1)[-1])
+        fix = ("this container's image lacks it: on the host, put the tarball in vendor/ and "
+               "rebuild with 'make build'" if in_container()
+               else ISAACGYM_HINT.split(": ", 1)[-1])
+        return Check("isaacgym", FAIL, "Isaac Gym is not importable (%s)" % error, fix)
     return Check("isaacgym", OK, "Isaac Gym importable from %s" % pkg)
 
 
