@@ -45,7 +45,11 @@ COMPOSE := $(DOCKER) compose --env-file env/pins.env
 HOST_CHECK := bash docker/host-check.sh
 export DOCKER
 export MAPUSH_IMAGE := $(IMAGE)
-export GPU HOST_UID HOST_GID TENSORBOARD_PORT TENSORBOARD_IMAGE TENSORBOARD_BASE_IMAGE
+export GPU HOST_UID HOST_GID TENSORBOARD_PORT TENSORBOARD_IMAGE
+# Only when set: an empty build argument would replace the Dockerfile's default base.
+ifneq ($(TENSORBOARD_BASE_IMAGE),)
+export TENSORBOARD_BASE_IMAGE
+endif
 # The tarball reaches the build through a named build context holding only it (never a layer).
 ISAACGYM_CONTEXT := build/isaacgym-context
 
@@ -195,14 +199,13 @@ shell: image runs-dir ## a bash shell in the training container (GPU, runs/ moun
 # the image's label org.mapush.inputs (docker/tensorboard.Dockerfile).
 TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile env/tensorboard.lock | \
 	{ cat; printf '%s' '$(TENSORBOARD_BASE_IMAGE)'; } | sha256sum | cut -c1-16)
-export TENSORBOARD_INPUTS
 
 .PHONY: tensorboard
 tensorboard: runs-dir ## TensorBoard over runs/ at http://127.0.0.1:TENSORBOARD_PORT (no GPU needed)
 	@if [ "$$($(DOCKER) image inspect --format '{{ index .Config.Labels "org.mapush.inputs" }}' \
 	  $(TENSORBOARD_IMAGE) 2>/dev/null)" != "$(TENSORBOARD_INPUTS)" ]; then \
 	  echo "building $(TENSORBOARD_IMAGE) (missing, or its Dockerfile, lock or base changed)"; \
-	  $(COMPOSE) build tensorboard; fi
+	  TENSORBOARD_INPUTS=$(TENSORBOARD_INPUTS) $(COMPOSE) build tensorboard; fi
 	$(COMPOSE) up --detach --no-build tensorboard
 	@echo "TensorBoard: http://127.0.0.1:$(TENSORBOARD_PORT)  (stop: make tensorboard-stop)"
 

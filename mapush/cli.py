@@ -8,7 +8,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
@@ -83,8 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ppo: MAPush's recipe through OpenRL; the others through HARL")
     train.add_argument("--task", choices=TASKS, default="go1push_mid",
                        help="the mid-level pushing task")
-    train.add_argument("--object", default="cuboid",
-                       help="task/<object>/config.py under $MAPUSH_ROOT (cuboid, Tblock, cylinder)")
+    train.add_argument("--object", default=None,
+                       help="task/<object>/config.py under $MAPUSH_ROOT: cuboid, Tblock, "
+                            "cylinder (default: cuboid, or the object --object-config loads)")
+    train.add_argument("--object-config", type=existing_file, metavar="FILE",
+                       help="train with this object config file instead of "
+                            "task/<object>/config.py (e.g. an authors' results/<run>/task/"
+                            "config.py); copied into the run directory")
+    train.add_argument("--init-from", metavar="CHECKPOINT",
+                       help="start a new run from these policy and value weights (ours or an "
+                            "authors' module.pt), with a fresh optimizer and step count")
     train.add_argument("--num-envs", type=positive_int, default=200,
                        help="envs simulated at once")
     train.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
@@ -139,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
                             "prints one JSON object")
     which.add_argument("--run", metavar="DIR",
                        help="evaluate every checkpoint of a run into DIR/eval.jsonl")
+    ev.add_argument("--object", default=None,
+                    help="the object to evaluate on (default: the one the checkpoint was "
+                         "trained on: its run's config.json or task/config.py)")
+    ev.add_argument("--object-config", type=existing_file, metavar="FILE",
+                    help="evaluate with this object config file (default: the run's copy, "
+                         "else $MAPUSH_ROOT/task/<object>/config.py)")
+    ev.add_argument("--out", metavar="FILE",
+                    help="with --run: write the JSON lines here (default: DIR/eval.jsonl)")
     ev.add_argument("--num-envs", type=positive_int, default=300,
                     help="envs, each run for its first episode (MAPush's calculator: 300)")
     ev.add_argument("--sim-device", type=device, default="cuda:0",
@@ -148,29 +164,86 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEFAULT_OBJECT = "cuboid"
+
+
+def object_from_args(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
+    """``(object, object config file or None)`` of ``--object`` / ``--object-config``."""
+    from mapush.objects import ConfigReadError, read_object_facts, read_object_name
+
+    config = str(Path(args.object_config).resolve()) if args.object_config else None
+    obj = args.object
+    if config is not None:
+        try:
+            read_object_facts(Path(config))
+        except ConfigReadError as exc:
+            raise UsageError("--object-config %s: %s" % (args.object_config, exc))
+        obj = obj or read_object_name(Path(config))
+        if obj is None:
+            raise UsageError("--object-config %s: it loads no resources/objects/<object>/ URDF "
+                             "that names its object: add --object NAME" % args.object_config)
+        return obj, config
+    obj = obj or DEFAULT_OBJECT
+    objects = find_objects() or list(KNOWN_OBJECTS)
+    if obj not in objects:
+        raise UsageError("argument --object: unknown object %r; objects found: %s"
+                         % (obj, ", ".join(objects)))
+    return obj, None
+
+
+def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) -> Optional[str]:
+    """``--init-from``: the checkpoint, checked against the algorithm and the env's obs dim
+    before anything starts."""
+    if not args.init_from:
+        return None
+    if args.resume:
+        raise UsageError("--init-from starts a new run from weights; --resume continues a run: "
+                         "use one of them")
+    from mapush.checkpoint_source import describe, resolve
+    from mapush.evaluate import check_fits
+    from mapush.policy_file import kind
+
+    checkpoint = resolve(args.init_from, "--init-from")
+    found = kind(checkpoint)
+    wanted = "openrl" if args.algo == "ppo" else "harl"
+    if found != wanted:
+        raise UsageError("--init-from %s is %s checkpoint; --algo %s starts from %s checkpoint"
+                         % (args.init_from, "an OpenRL PPO" if found == "openrl" else
+                            "a HARL" if found == "harl" else "not a",
+                            args.algo, "an OpenRL PPO" if wanted == "openrl" else "a HARL"))
+    info = describe(checkpoint, obj=obj, object_config=config)
+    info.update(object=obj, object_config=config)
+    check_fits(info, "--init-from")
+    return str(Path(checkpoint).resolve())
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Validate ``mapush train`` options into a RunSpec (UsageError on bad input)."""
-    objects = find_objects() or list(KNOWN_OBJECTS)
-    if args.object not in objects:
-        raise UsageError("argument --object: unknown object %r; objects found: %s"
-                         % (args.object, ", ".join(objects)))
+    obj, object_config = object_from_args(args)
+    init_from = init_from_args(args, obj, object_config)
     run_dir = args.run_dir
     resume = None
     if args.resume:
+        from mapush.checkpoint_source import is_upstream_run
         from mapush.run.checkpoints import resolve_resume
 
+        target = Path(args.resume)
+        if is_upstream_run(target) or is_upstream_run(target.parent.parent):
+            raise UsageError("--resume %s is an authors' results folder, not a run of ours: "
+                             "--resume continues our runs; start a new run from its weights "
+                             "with --init-from %s" % (args.resume, args.resume))
         resumed_run, checkpoint, _meta = resolve_resume(args.resume)
         resume = str(checkpoint)
         run_dir = run_dir or str(resumed_run)
     if run_dir is None:
-        run_dir = default_run_dir(args.task, args.object, args.algo, args.seed)
+        run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     return RunSpec(
-        algo=args.algo, task=args.task, object=args.object, num_envs=args.num_envs,
+        algo=args.algo, task=args.task, object=obj, num_envs=args.num_envs,
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
         rl_device=args.rl_device, resume=resume, checkpoint_interval=args.checkpoint_interval,
         record_video=args.record_video,
         config=str(Path(args.config).resolve()) if args.config else None,
-        use_wandb=args.wandb,
+        use_wandb=args.wandb, object_config=object_config, init_from=init_from,
     )
 
 

@@ -26,61 +26,45 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mapush.errors import MapushError, UsageError
 from mapush.run.atomic import write_text
 from mapush.run.leave import leave
-from mapush.run.checkpoints import checkpoints_dir, latest_checkpoint, list_checkpoints, \
-    read_meta
+from mapush.checkpoint_source import describe, resolve, run_checkpoints
+from mapush.run.checkpoints import checkpoints_dir
 from mapush.spec import HARL_ALGOS, RunSpec
 
 EVAL_FILE = "eval.jsonl"
-MODULE_FILE = "module.pt"
 METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
-DEFAULT_TASK = "go1push_mid"
-DEFAULT_OBJECT = "cuboid"
 
 
 # -- parent side: which checkpoint, which run -------------------------------------------
-def resolve_checkpoint(target: str) -> Path:
-    """``--checkpoint PATH``: a checkpoint folder, its ``module.pt``, or a run directory
-    (its newest complete checkpoint)."""
-    path = Path(target)
-    if not path.exists():
-        raise UsageError("--checkpoint %s: no such checkpoint folder or file" % target)
-    if path.is_file():
-        return path.parent
-    if read_meta(path) is not None or (path / MODULE_FILE).is_file():
-        return path
-    if (path / "config.json").is_file():
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise UsageError("--checkpoint %s: the run has no complete checkpoint in %s"
-                             % (target, checkpoints_dir(path)))
-        return latest[1]
-    raise UsageError("--checkpoint %s: not a checkpoint (no meta.json or %s) nor a run "
-                     "directory (no config.json)" % (target, MODULE_FILE))
+def check_fits(info: Dict[str, Any], what: str = "--checkpoint") -> None:
+    """The checkpoint's input dim against the obs dim of the env it would run in, before a
+    simulation starts: a mismatch names both dims and the objects that would fit."""
+    from mapush.objects import ConfigReadError, object_config_path, objects_with_obs_dim, \
+        read_object_facts
+    from mapush.policy_file import input_dim
+
+    config = Path(info["object_config"]) if info.get("object_config") else \
+        object_config_path(info["object"])
+    try:
+        facts = read_object_facts(config)
+    except ConfigReadError as exc:
+        raise UsageError("%s %s: %s" % (what, info["checkpoint"], exc))
+    dim = input_dim(info["checkpoint"])
+    if dim != facts.obs_dim:
+        fits = objects_with_obs_dim(dim)
+        raise UsageError(
+            "%s %s takes %d-dim observations, but %s (%s, %d robots) gives %d: %s"
+            % (what, info["checkpoint"], dim, info["object"], config, facts.num_agents,
+               facts.obs_dim, "it fits --object %s" % " or --object ".join(fits) if fits
+               else "no object under MAPUSH_ROOT has %d-dim observations" % dim))
 
 
-def describe(checkpoint: Path) -> Dict[str, Any]:
-    """What the child needs to rebuild the checkpoint's env: algo, task, object and the
-    run's ``--config``, from the checkpoint's meta.json and its run's config.json."""
-    meta = read_meta(checkpoint) or {}
-    run_spec = {}  # type: Dict[str, Any]
-    config = checkpoint.parent.parent / "config.json"
-    if checkpoint.parent.name == "checkpoints" and config.is_file():
-        try:
-            run_spec = json.loads(config.read_text()).get("spec", {}) or {}
-        except ValueError:
-            run_spec = {}
-    info = {
-        "checkpoint": str(checkpoint),
-        "step": meta.get("step"),
-        "algo": meta.get("algo") or run_spec.get("algo") or "ppo",
-        "task": meta.get("task") or run_spec.get("task") or DEFAULT_TASK,
-        "object": meta.get("object") or run_spec.get("object"),
-        "config": run_spec.get("config"),
-    }
-    if not info["object"]:
-        print("mapush eval: %s names no object (no meta.json/config.json); assuming %s"
-              % (checkpoint, DEFAULT_OBJECT), file=sys.stderr)
-        info["object"] = DEFAULT_OBJECT
+def describe_request(target: str, args: argparse.Namespace) -> Dict[str, Any]:
+    """``--checkpoint PATH``: the checkpoint and what rebuilds its env, checked to fit."""
+    checkpoint = resolve(target, "--checkpoint")
+    config = getattr(args, "object_config", None)
+    info = describe(checkpoint, obj=getattr(args, "object", None),
+                    object_config=str(Path(config).resolve()) if config else None)
+    check_fits(info)
     return info
 
 
@@ -121,20 +105,42 @@ def evaluate_in_child(info: Dict[str, Any], args: argparse.Namespace,
     return proc.returncode, result, last
 
 
+def eval_output(run_dir: Path, out: Optional[str]) -> Path:
+    """``--out FILE``, else ``DIR/eval.jsonl``, which must be writable (the image's
+    /opt/mapush is not)."""
+    if out:
+        path = Path(out)
+        if not path.parent.is_dir() or not os.access(str(path.parent), os.W_OK):
+            raise UsageError("--out %s: its folder %s does not exist or is not writable"
+                             % (out, path.parent))
+        return path
+    if not os.access(str(run_dir), os.W_OK):
+        raise UsageError("--run %s is read-only: pass --out FILE (e.g. --out runs/%s-eval.jsonl)"
+                         % (run_dir, run_dir.name))
+    return run_dir / EVAL_FILE
+
+
 def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
-    """Every complete checkpoint of ``run_dir``, oldest first, into ``eval.jsonl``."""
+    """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
+    oldest first, into ``eval.jsonl`` or ``--out``."""
     if not run_dir.is_dir():
         raise UsageError("--run %s: no such run directory" % run_dir)
-    found = list_checkpoints(run_dir)
+    found = run_checkpoints(run_dir)
     if not found:
         raise UsageError("--run %s: no complete checkpoint in %s; train first or pass "
                          "another run" % (run_dir, checkpoints_dir(run_dir)))
+    output = eval_output(run_dir, getattr(args, "out", None))
+    config = getattr(args, "object_config", None)
+    infos = [describe(path, obj=getattr(args, "object", None),
+                      object_config=str(Path(config).resolve()) if config else None)
+             for _step, path in found]
+    check_fits(infos[-1], "--run")
     records = []  # type: List[Dict[str, Any]]
     failed = 0
     bar = _progress(len(found))
     try:
-        for _step, path, _meta in found:
-            info = describe(path)
+        for info in infos:
+            path = Path(info["checkpoint"])
             bar.set_description(path.name)
             code, result, last = evaluate_in_child(info, args, capture_stderr=True)
             if result is None:
@@ -143,18 +149,16 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
                           "error": last or "exit status %d" % code}
                 bar.write("%s: %s" % (path.name, result["error"]))
             records.append(result)
-            write_text(run_dir / EVAL_FILE,
-                       "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+            write_text(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
             bar.update(1)
     finally:
         bar.close()
     for record in records:
         print(json.dumps(record, sort_keys=True))
-    print("mapush eval: %d checkpoint(s) -> %s" % (len(records), run_dir / EVAL_FILE),
-          file=sys.stderr)
+    print("mapush eval: %d checkpoint(s) -> %s" % (len(records), output), file=sys.stderr)
     if failed:
         print("error: %d of %d checkpoints could not be evaluated; their lines in %s say why"
-              % (failed, len(records), run_dir / EVAL_FILE), file=sys.stderr)
+              % (failed, len(records), output), file=sys.stderr)
         return 1
     return 0
 
@@ -190,7 +194,7 @@ def _progress(total: int) -> Any:
 def main(args: argparse.Namespace) -> int:
     if getattr(args, "run", None):
         return evaluate_run(Path(args.run), args)
-    info = describe(resolve_checkpoint(args.checkpoint))
+    info = describe_request(args.checkpoint, args)
     code, result, _last = evaluate_in_child(info, args, capture_stderr=False)
     if code < 0:
         raise MapushError("evaluating %s: the evaluation process died from %s"
@@ -278,7 +282,8 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     spec = RunSpec(algo=request["algo"], task=request["task"], object=request["object"],
                    num_envs=int(request["num_envs"]), steps=1, seed=int(request["seed"]),
                    run_dir=str(checkpoint.parent.parent), sim_device=request["sim_device"],
-                   rl_device=request["rl_device"], config=request.get("config"))
+                   rl_device=request["rl_device"], config=request.get("config"),
+                   object_config=request.get("object_config"))
     env, _cfg = sim.make_env(spec)
     if spec.algo in HARL_ALGOS:
         policy = _harl_policy(env, spec, checkpoint)
@@ -287,7 +292,8 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     max_steps = 2 * int(env.max_episode_length) + 10
     metrics = calculator(env, policy, max_steps)
     result = {"checkpoint": str(checkpoint), "step": request.get("step"), "algo": spec.algo,
-              "task": spec.task, "object": spec.object}
+              "task": spec.task, "object": spec.object, "origin": request.get("origin"),
+              "object_config": spec.object_config, "seed": spec.seed}
     result.update(metrics)
     return result
 

@@ -11,6 +11,7 @@ upstream's configs import ``mqe.envs.go1.go1``, which imports isaacgym).
 """
 import ast
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -129,3 +130,37 @@ def read_object_facts(path: Path) -> ObjectFacts:
 
 def object_facts(name: str, root: Optional[Path] = None) -> ObjectFacts:
     return read_object_facts(object_config_path(name, root))
+
+
+_OBJECT_ASSET = re.compile(r"resources/objects/([^/]+)/")
+
+
+def read_object_name(path: Path) -> Optional[str]:
+    """The object an object config is for, from the URDF it loads for the object
+    (``asset.file_npc = "{LEGGED_GYM_ROOT_DIR}/resources/objects/<object>/..."``, as every
+    ``task/<object>/config.py`` and the authors' ``results/<run>/task/config.py`` at the pin
+    have it); None when the file does not say."""
+    try:
+        tree = ast.parse(Path(path).read_text(), filename=str(path))
+    except (OSError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "file_npc"
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            match = _OBJECT_ASSET.search(node.value.value)
+            if match:
+                return match.group(1)
+    return None
+
+
+def objects_with_obs_dim(dim: int, root: Optional[Path] = None) -> List[str]:
+    """The objects under MAPUSH_ROOT whose env has this per-agent obs dim."""
+    fits = []
+    for name in find_objects(root):
+        try:
+            if object_facts(name, root).obs_dim == int(dim):
+                fits.append(name)
+        except ConfigReadError:
+            continue
+    return fits

@@ -52,17 +52,23 @@ def _import_mqe_utils() -> Any:
     return mqe_utils
 
 
-def load_object_config(obj: str, root: Optional[Path] = None) -> type:
-    """``Go1PushMidCfg`` of ``$MAPUSH_ROOT/task/<obj>/config.py``, loaded under a private
-    module name: nothing under MAPUSH_ROOT is written, so runs of different objects can
-    share one installation at the same time."""
-    path = object_config_path(obj, root)
-    if not path.is_file():
+def load_object_config(obj: str, root: Optional[Path] = None,
+                       path: Optional[str] = None) -> type:
+    """``Go1PushMidCfg`` of ``$MAPUSH_ROOT/task/<obj>/config.py`` (or of the file ``path``,
+    ``--object-config``), loaded under a private module name: nothing under MAPUSH_ROOT is
+    written, so runs of different objects can share one installation at the same time."""
+    if path is not None:
+        config_path = Path(path)
+        if not config_path.is_file():
+            raise UsageError("--object-config %s: no such file" % path)
+    else:
+        config_path = object_config_path(obj, root)
+    if not config_path.is_file():
         found = find_objects(root) or ["none found"]
         raise UsageError("--object %s: no %s; objects found: %s"
-                         % (obj, path, ", ".join(found)))
-    name = "mapush_task_%s_config" % obj
-    spec = importlib.util.spec_from_file_location(name, str(path))
+                         % (obj, config_path, ", ".join(found)))
+    name = "mapush_task_%s_config_%x" % (obj, abs(hash(str(config_path.resolve()))))
+    spec = importlib.util.spec_from_file_location(name, str(config_path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     # No __pycache__/*.pyc next to the object's config: nothing under MAPUSH_ROOT is written.
@@ -73,7 +79,7 @@ def load_object_config(obj: str, root: Optional[Path] = None) -> type:
         sys.dont_write_bytecode = dont_write
     cfg = getattr(module, "Go1PushMidCfg", None)
     if cfg is None:
-        raise UsageError("--object %s: %s defines no Go1PushMidCfg" % (obj, path))
+        raise UsageError("--object %s: %s defines no Go1PushMidCfg" % (obj, config_path))
     return cfg
 
 
@@ -200,7 +206,7 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None,
     import_isaacgym()
     _install_phase_gym()
     mqe_utils = _import_mqe_utils()
-    obj_cfg = load_object_config(spec.object)
+    obj_cfg = load_object_config(spec.object, path=spec.object_config)
     resolve_relative_paths(obj_cfg, mapush_root())
     args = build_args(spec, num_envs)
     if contact_pairs is None:  # PhysX contact buffer sized for the run (diagnostics work)

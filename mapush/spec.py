@@ -31,6 +31,12 @@ class RunSpec:
     record_video: bool = False
     config: Optional[str] = None
     use_wandb: bool = False
+    # The object config the env is built from (absolute; the run's own copy,
+    # <run_dir>/task/config.py); None: $MAPUSH_ROOT/task/<object>/config.py.
+    object_config: Optional[str] = None
+    # A checkpoint whose policy and value weights start the run (a new run: fresh optimizer
+    # and step count).
+    init_from: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -14,7 +14,8 @@ from tests.image.support import REPO, compose_cli, pins
 GPU_SERVICES = ("train", "smoke-test", "doctor")
 CLEAN_ENV = ("GPU", "TENSORBOARD_PORT", "RUNS_DIR", "MAPUSH_IMAGE", "TENSORBOARD_IMAGE",
              "NUM_ENVS", "ALGO", "TASK", "OBJECT", "SEED", "SHM_SIZE", "HOST_UID", "HOST_GID",
-             "COMPOSE_PROFILES", "COMPOSE_FILE", "COMPOSE_PROJECT_NAME")
+             "COMPOSE_PROFILES", "COMPOSE_FILE", "COMPOSE_PROJECT_NAME", "TENSORBOARD_BASE_IMAGE",
+             "TENSORBOARD_INPUTS")
 
 
 def config(*args: str, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:

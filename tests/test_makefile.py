@@ -359,8 +359,15 @@ def test_missing_compose_v2_is_named_before_anything_runs(sandbox, target):
 
 
 def test_tensorboard_builds_only_when_missing_or_its_inputs_changed(sandbox):
+    env_dump = sandbox / "env.txt"
+    stub = sandbox / "docker-stub"
+    stub.write_text(STUB.replace('exit 0\n', 'case "$*" in *" build tensorboard") env > "%s";; esac\nexit 0\n'
+                                 % env_dump, 1))
     proc = stubbed(sandbox, ["tensorboard"], STUB_INSPECT_RC="1")  # no image yet
     assert proc.returncode == 0, proc.stderr
+    seen = dict(line.split("=", 1) for line in env_dump.read_text().splitlines() if "=" in line)
+    # the build gets the inputs' hash for its label, and no empty base image argument
+    assert len(seen["TENSORBOARD_INPUTS"]) == 16 and "TENSORBOARD_BASE_IMAGE" not in seen
     calls = docker_calls(sandbox)
     assert "compose --env-file env/pins.env build tensorboard" in calls
     assert calls[-1] == "compose --env-file env/pins.env up --detach --no-build tensorboard"

@@ -13,10 +13,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from mapush.provenance import provenance, warn_if_incomplete
-from mapush.run.atomic import write_json
+from mapush.run.atomic import write_json, write_text
 from mapush.spec import RunSpec
 
 CONFIG = "config.json"
@@ -27,16 +27,44 @@ def _now() -> str:
     return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-def write_config(spec: RunSpec) -> Path:
-    """``<run_dir>/config.json``: the resolved options plus the provenance of the stack.
-    Resuming into an existing run keeps its history under ``resumes``."""
+def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
+    """Copy the run's object config into ``<run_dir>/task/config.py`` (as upstream's
+    train.py copies it into its results folder) and point the spec at the copy, so the run,
+    its resumes and its evaluation use the same file. A resumed run keeps its copy."""
+    from mapush.checkpoint_source import OBJECT_CONFIG
+    from mapush.objects import object_config_path
+    from mapush.policy_file import sha256
+
+    copy = Path(spec.run_dir) / OBJECT_CONFIG
+    if spec.resume and copy.is_file():
+        source = copy
+    else:
+        source = Path(spec.object_config) if spec.object_config else \
+            object_config_path(spec.object)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        write_text(copy, source.read_text())
+    record = {"source": str(source.resolve()), "copy": str(OBJECT_CONFIG),
+              "sha256": sha256(copy)}
+    return spec.with_changes(object_config=str(copy.resolve())), record
+
+
+def write_config(spec: RunSpec) -> Tuple[Path, RunSpec]:
+    """``<run_dir>/config.json``: the resolved options plus the provenance of the stack, the
+    object config's copy and sha256, and the checkpoint a new run starts from. Resuming into
+    an existing run keeps its history under ``resumes``."""
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / CONFIG
+    spec, object_config = stage_object_config(spec)
     stack = provenance()
     warn_if_incomplete(stack, str(path))
     record = {"spec": spec.to_dict(), "provenance": stack, "created": _now(),
-              "command": sys.argv}  # type: Dict[str, Any]
+              "command": sys.argv, "object_config": object_config}  # type: Dict[str, Any]
+    if spec.init_from:
+        from mapush.policy_file import checkpoint_sha256
+
+        record["init_from"] = {"checkpoint": spec.init_from,
+                               "sha256": checkpoint_sha256(spec.init_from)}
     if path.is_file():
         try:
             previous = json.loads(path.read_text())
@@ -45,8 +73,9 @@ def write_config(spec: RunSpec) -> Path:
         resumes = list(previous.get("resumes", []))  # type: List[Any]
         resumes.append({"at": _now(), "from": spec.resume, "spec": spec.to_dict()})
         record = dict(previous, spec=spec.to_dict(), resumes=resumes)
+        record.setdefault("object_config", object_config)
     write_json(path, record)
-    return path
+    return path, spec
 
 
 def child_command(config_path: Path) -> List[str]:
@@ -152,7 +181,7 @@ def train(spec: RunSpec, preflight: bool = True) -> int:
         from mapush.diagnostics.doctor import preflight as run_preflight
 
         run_preflight(spec)
-    config_path = write_config(spec)
+    config_path, spec = write_config(spec)
     print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
     outcome = start_child(spec, config_path)
     status = outcome.status

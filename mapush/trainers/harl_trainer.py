@@ -223,11 +223,15 @@ def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
     return ctx.run_dir / "checkpoints" / name
 
 
-def restore_checkpoint(runner: Any, path: Path, device: Any) -> None:
-    """Load what :func:`save_checkpoint` wrote (models, value normaliser, optimizers)."""
+def restore_checkpoint(runner: Any, path: Path, device: Any, optimizers: bool = True) -> None:
+    """Load what :func:`save_checkpoint` wrote (models, value normaliser and, unless
+    ``optimizers`` is False as for ``--init-from``, optimizers)."""
     import torch
 
     def load(name: str) -> Any:
+        if not (path / name).is_file():
+            raise UsageError("%s has no %s: a checkpoint of another algorithm or agent count"
+                             % (path, name))
         return torch.load(str(path / name), map_location=device)
 
     for i, actor in enumerate(runner.actor):
@@ -235,7 +239,7 @@ def restore_checkpoint(runner: Any, path: Path, device: Any) -> None:
     runner.critic.critic.load_state_dict(load("critic_agent.pt"))
     if runner.value_normalizer is not None and (path / "value_normalizer.pt").is_file():
         runner.value_normalizer.load_state_dict(load("value_normalizer.pt"))
-    if (path / OPTIMIZERS).is_file():
+    if optimizers and (path / OPTIMIZERS).is_file():
         optim = load(OPTIMIZERS)
         for actor, state in zip(runner.actor, optim["actors"]):
             actor.actor_optimizer.load_state_dict(state)
@@ -286,6 +290,10 @@ def train(ctx: RunContext) -> int:
         restore_checkpoint(runner, Path(ctx.resume_path), runner.device)
         print("mapush: resumed from %s at step %d (update %d)"
               % (ctx.resume_path, start_step, start_update), file=sys.stderr)
+    elif spec.init_from:
+        restore_checkpoint(runner, Path(spec.init_from), runner.device, optimizers=False)
+        print("mapush: policy and value weights from %s; fresh optimizers, step 0"
+              % spec.init_from, file=sys.stderr)
     from mapush.run.watchdog import MemoryWatchdog
 
     writer = runner.writter

@@ -9,7 +9,6 @@ schedule), and SIGINT/SIGTERM end the run with a final checkpoint.
 Runs in the training child, after :func:`mapush.sim.import_isaacgym`.
 """
 import hashlib
-import inspect
 import logging
 import os
 import re
@@ -28,7 +27,7 @@ from openrl.runners.common import PPOAgent
 from openrl.utils.callbacks.checkpoint_callback import CheckpointCallback
 from openrl.utils.logger import Logger
 
-from mapush import sim
+from mapush import policy_file, sim
 from mapush.envs.openrl_env import OpenRLEnv
 from mapush.errors import UsageError
 from mapush.run import phases
@@ -36,10 +35,11 @@ from mapush.run.atomic import write_json
 from mapush.run.checkpoints import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import RunContext
 from mapush.run.watchdog import MemoryWatchdog
+from mapush.policy_file import module_path
 from mapush.spec import RunSpec
 
 SHIPPED_CONFIG = Path(__file__).resolve().parent / "configs" / "ppo.yaml"
-MODULE_FILE = "module.pt"
+MODULE_FILE = policy_file.MODULE_FILE
 NAME_PREFIX = "rl_model"  # OpenRL's checkpoint names: rl_model_<step>_steps
 RESOLVED_CONFIG = "openrl_config.json"
 
@@ -167,13 +167,6 @@ def _digest(path: Path) -> Dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": sha.hexdigest()}
 
 
-def _torch_load(path: Path, device: torch.device) -> Any:
-    # OpenRL pickles the whole module; torch >= 2.6 refuses that unless asked explicitly.
-    if "weights_only" in inspect.signature(torch.load).parameters:
-        return torch.load(str(path), map_location=device, weights_only=False)
-    return torch.load(str(path), map_location=device)  # pragma: no cover - old torch
-
-
 def _retarget(module: Any, device: torch.device) -> None:
     """Point a loaded OpenRL module's device bookkeeping (``tpdv``) at ``device``."""
     module.device = device
@@ -185,28 +178,18 @@ def _retarget(module: Any, device: torch.device) -> None:
 
 def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
     """The OpenRL module saved in ``checkpoint`` (a folder holding ``module.pt``, or the
-    file), on ``device``. A missing, altered or unreadable file is a UsageError."""
-    checkpoint = Path(checkpoint)
-    path = checkpoint / MODULE_FILE if checkpoint.is_dir() else checkpoint
-    if not path.is_file():
-        raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run"
-                         % (what, checkpoint, MODULE_FILE))
+    file: ours or the authors'), on ``device``. A missing, altered or unreadable file is a
+    UsageError."""
     from mapush.run.checkpoints import read_meta
 
+    path = module_path(checkpoint)
     meta = read_meta(path.parent) or {}
     expected = (meta.get("files") or {}).get(MODULE_FILE)
-    if expected and _digest(path) != expected:
+    if expected and path.is_file() and _digest(path) != expected:
         raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
                          "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
     device = torch.device(device)
-    try:
-        module = _torch_load(path, device)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means unreadable
-        raise UsageError("%s %s: cannot read %s (%s: %s); use another checkpoint"
-                         % (what, checkpoint, MODULE_FILE, type(exc).__name__,
-                            str(exc).splitlines()[0] if str(exc) else ""))
-    if not hasattr(module, "models"):
-        raise UsageError("%s %s: %s is not an OpenRL module" % (what, checkpoint, MODULE_FILE))
+    module = policy_file.load_module(checkpoint, device, what)
     _retarget(module, device)
     return module
 
@@ -214,6 +197,19 @@ def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
 def use_module(agent: Any, module: Any) -> None:
     agent.net.module = module
     agent.net.reset()
+
+
+def init_weights(agent: Any, source: Any) -> None:
+    """``--init-from``: copy the policy and value weights (and the value normaliser) of
+    ``source`` into the agent's fresh module; its optimizers stay fresh."""
+    target = agent.net.module
+    for name, state in policy_file.state_dicts(source).items():
+        owner = target.value_normalizer if name == "value_normalizer" else \
+            target.models.get(name)
+        if owner is None:
+            raise UsageError("--init-from: the checkpoint has %r, this PPO network has none"
+                             % name)
+        owner.load_state_dict(state)
 
 
 # -- driver and callback ----------------------------------------------------------------
@@ -361,6 +357,10 @@ def train(ctx: RunContext) -> int:
             print("mapush: warning: the checkpoint was trained with episode_length %s, this "
                   "run uses %s (pass the run's --config again to keep it)"
                   % (before, cfg.episode_length), file=sys.stderr)
+    elif spec.init_from:
+        init_weights(agent, load_module(Path(spec.init_from), device, what="--init-from"))
+        print("mapush: policy and value weights from %s; fresh optimizer, step 0"
+              % spec.init_from, file=sys.stderr)
     start_update = start_step // per_update
     total_updates = max(1, int(spec.steps) // per_update)
     if start_update >= total_updates and ctx.resume_path is not None:

@@ -2,8 +2,13 @@
 import os
 import signal
 
-SIM_PHYSX = 1
-SIM_FLEX = 2
+import importlib
+
+# As the real gymapi re-exports its compiled bindings' enums.
+_bindings = importlib.import_module("isaacgym._bindings.linux-x86_64.gym_38")
+SimType = _bindings.SimType
+SIM_PHYSX = _bindings.SIM_PHYSX
+SIM_FLEX = _bindings.SIM_FLEX
 
 
 def _maybe_crash(phase):

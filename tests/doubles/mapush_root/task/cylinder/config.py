@@ -11,6 +11,10 @@ class Go1PushMidCfg(Go1Cfg):
         num_npcs = 2
         episode_length_s = 2.0
 
+    class asset(Go1Cfg.asset):
+        # the object's URDF names the object (task/cylinder/config.py:17); the double loads none
+        file_npc = "{LEGGED_GYM_ROOT_DIR}/resources/objects/cylinder/BigCylinder.urdf"
+
     class sim(Go1Cfg.sim):
         dt = 0.05
 

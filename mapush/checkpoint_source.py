@@ -1,0 +1,155 @@
+"""Which checkpoint a path means, and what it was trained on: ours or the authors'.
+
+Ours: ``<run>/checkpoints/<name>/`` with ``meta.json``, the run's ``config.json`` naming
+algorithm, task and object, and the run's copy of its object config at
+``<run>/task/config.py``. The authors' (MAPush at the pin, ``results/10-15-23_<object>/``):
+``checkpoints/rl_model_<N>_steps/module.pt`` (PPO through OpenRL), no ``meta.json``, the
+object config they trained with at ``task/config.py``, and their calculator's output in
+``success_rate.txt``. The object is never assumed: it comes from our config.json, or from
+the object config (the URDF it loads, :func:`mapush.objects.read_object_name`), or from
+``--object``.
+"""
+import json
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from mapush.errors import UsageError
+from mapush.objects import read_object_name
+from mapush.policy_file import HARL_ACTOR, MODULE_FILE
+from mapush.run.checkpoints import checkpoints_dir, latest_checkpoint, list_checkpoints, \
+    read_meta
+
+RUN_CONFIG = "config.json"
+OBJECT_CONFIG = Path("task") / "config.py"  # the run's object config, as upstream keeps it
+SUCCESS_FILE = "success_rate.txt"
+_UPSTREAM_NAME = re.compile(r"^rl_model_(\d+)_steps$")
+
+
+def is_upstream_run(path: Path) -> bool:
+    """An authors' results folder: checkpoints named ``rl_model_<N>_steps`` holding a
+    ``module.pt``, and no ``config.json`` of ours."""
+    path = Path(path)
+    return (path.is_dir() and not (path / RUN_CONFIG).is_file()
+            and bool(upstream_checkpoints(path)))
+
+
+def upstream_checkpoints(run: Path) -> List[Tuple[int, Path]]:
+    """``(step, folder)`` of an authors' results folder, oldest first; the step is the
+    ``<N>`` of ``rl_model_<N>_steps``."""
+    root = checkpoints_dir(Path(run))
+    found = []
+    if root.is_dir():
+        for path in root.iterdir():
+            match = _UPSTREAM_NAME.match(path.name)
+            if match and (path / MODULE_FILE).is_file() and read_meta(path) is None:
+                found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def run_checkpoints(run: Path) -> List[Tuple[Optional[int], Path]]:
+    """``(step, folder)`` of every complete checkpoint of a run, ours or the authors'."""
+    if is_upstream_run(run):
+        return [(step, path) for step, path in upstream_checkpoints(run)]
+    return [(step, path) for step, path, _meta in list_checkpoints(run)]
+
+
+def resolve(target: str, what: str) -> Path:
+    """A checkpoint folder (or file) from ``target``: a checkpoint folder, its ``module.pt``,
+    our run directory or an authors' results folder (their newest checkpoint)."""
+    path = Path(target)
+    if not path.exists():
+        raise UsageError("%s %s: no such checkpoint folder or file" % (what, target))
+    if path.is_file():
+        return path.parent if path.name == MODULE_FILE else path
+    if read_meta(path) is not None or (path / MODULE_FILE).is_file() or \
+            (path / HARL_ACTOR).is_file():
+        return path
+    if (path / RUN_CONFIG).is_file():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise UsageError("%s %s: the run has no complete checkpoint in %s"
+                             % (what, target, checkpoints_dir(path)))
+        return latest[1]
+    if is_upstream_run(path):
+        return upstream_checkpoints(path)[-1][1]
+    raise UsageError("%s %s: not a checkpoint (no meta.json or %s), nor a run directory (no "
+                     "config.json), nor an authors' results folder (no checkpoints/"
+                     "rl_model_<N>_steps/)" % (what, target, MODULE_FILE))
+
+
+def _run_of(checkpoint: Path) -> Optional[Path]:
+    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
+    if folder.parent.name == "checkpoints":
+        return folder.parent.parent
+    return None
+
+
+def describe(checkpoint: Path, obj: Optional[str] = None,
+             object_config: Optional[str] = None) -> Dict[str, Any]:
+    """What rebuilds the checkpoint's env: algo, task, object, the object config and the
+    run's ``--config``. ``obj`` / ``object_config`` (the command line) win; otherwise they
+    come from the checkpoint's run; never silently a default object."""
+    checkpoint = Path(checkpoint)
+    meta = read_meta(checkpoint) or {}
+    run = _run_of(checkpoint)
+    run_spec = {}  # type: Dict[str, Any]
+    if run is not None and (run / RUN_CONFIG).is_file():
+        try:
+            run_spec = json.loads((run / RUN_CONFIG).read_text()).get("spec", {}) or {}
+        except ValueError:
+            run_spec = {}
+    step = meta.get("step")
+    origin = "ours" if (meta or run_spec) else "upstream"
+    match = _UPSTREAM_NAME.match(checkpoint.name)
+    if step is None and match:
+        step = int(match.group(1))
+    run_object_config = run / OBJECT_CONFIG if run is not None else None
+    if object_config is None and run_object_config is not None and run_object_config.is_file():
+        named = read_object_name(run_object_config)
+        if obj is None or named in (None, obj):  # --object naming another: its own config
+            object_config = str(run_object_config.resolve())
+    name = obj or meta.get("object") or run_spec.get("object")
+    if not name and object_config:
+        name = read_object_name(Path(object_config))
+    if not name:
+        raise UsageError("%s: cannot tell which object it was trained on (no config.json or "
+                         "meta.json of ours, no %s beside its checkpoints/ naming the object's "
+                         "URDF): pass --object" % (checkpoint, OBJECT_CONFIG))
+    return {
+        "checkpoint": str(checkpoint), "step": step, "origin": origin,
+        "algo": meta.get("algo") or run_spec.get("algo") or "ppo",
+        "task": meta.get("task") or run_spec.get("task") or "go1push_mid",
+        "object": name, "object_config": object_config, "config": run_spec.get("config"),
+    }
+
+
+# -- the authors' calculator output -----------------------------------------------------
+_LOADED = re.compile(r"Loaded checkpoint from:\s*\S*rl_model_(\d+)_steps")
+_FIGURES = (("success_rate", "success rate"), ("finished_time", "finished time"),
+            ("collision_degree", "collision degree"),
+            ("collaboration_degree", "collaboration degree"))
+
+
+def parse_success_rate(text: str) -> Dict[int, Dict[str, float]]:
+    """``{step: {success_rate, finished_time, collision_degree, collaboration_degree}}`` from
+    a ``success_rate.txt``: after each "Loaded checkpoint from: .../rl_model_<N>_steps/..."
+    line, the first value of each figure the calculator printed (``openrl_ws/test.py:143-146``
+    prints them)."""
+    table = {}  # type: Dict[int, Dict[str, float]]
+    step = None  # type: Optional[int]
+    for line in text.splitlines():
+        loaded = _LOADED.search(line)
+        if loaded:
+            step = int(loaded.group(1))
+            table[step] = {}
+            continue
+        if step is None:
+            continue
+        for key, label in _FIGURES:
+            if line.strip().startswith(label + ":") and key not in table[step]:
+                try:
+                    table[step][key] = float(line.split(":", 1)[1])
+                except ValueError:
+                    pass
+    return {s: figures for s, figures in table.items() if "success_rate" in figures}

@@ -1,0 +1,193 @@
+"""Reading policy checkpoints: ours (PPO and HARL) and the authors' published ``module.pt``.
+
+An OpenRL checkpoint is the whole ``PPOModule`` pickled with ``torch.save`` (OpenRL's
+``agent.save``; the authors' ``results/<run>/checkpoints/rl_model_<N>_steps/module.pt`` are
+the same). Unpickling one needs what was importable when it was saved: ``openrl``, ``gym``
+(its spaces), ``jsonargparse`` (its config namespace) and, because the config holds Isaac
+Gym's ``SimType``, ``isaacgym._bindings.linux-x86_64.gym_38`` (docs/upstream.md). In the
+image all of them are there; anywhere else :func:`load_module` names the one that is missing
+in one line.
+
+:func:`input_dim` reads a checkpoint's input dim without any of them (a lenient unpickler
+stands in for missing classes and only the tensors' shapes are read), so the parent process
+can check a checkpoint against an object's obs dim before a simulation starts. HARL
+checkpoints hold plain state dicts (``actor_agent<i>.pt``).
+"""
+import hashlib
+import inspect
+import pickle
+import types
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
+
+from mapush.errors import UsageError
+
+MODULE_FILE = "module.pt"
+HARL_ACTOR = "actor_agent0.pt"
+
+
+def module_path(checkpoint: Any) -> Path:
+    """``module.pt`` of a checkpoint folder, or the file itself."""
+    path = Path(checkpoint)
+    return path / MODULE_FILE if path.is_dir() else path
+
+
+def kind(checkpoint: Any) -> Optional[str]:
+    """``"openrl"`` (a pickled module), ``"harl"`` (actor state dicts) or None."""
+    path = Path(checkpoint)
+    if path.is_file():
+        return "openrl" if path.name.endswith(".pt") else None
+    if (path / MODULE_FILE).is_file():
+        return "openrl"
+    if (path / HARL_ACTOR).is_file():
+        return "harl"
+    return None
+
+
+def sha256(path: Any) -> str:
+    digest = hashlib.sha256()
+    with open(str(path), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checkpoint_sha256(checkpoint: Any) -> str:
+    """sha256 of a checkpoint's weights: its ``module.pt``, or for a HARL checkpoint folder
+    its ``*.pt`` files (names and bytes, in name order)."""
+    path = Path(checkpoint)
+    if kind(path) == "openrl":
+        return sha256(module_path(path))
+    digest = hashlib.sha256()
+    for file in sorted(path.glob("*.pt")):
+        digest.update(file.name.encode())
+        digest.update(sha256(file).encode())
+    return digest.hexdigest()
+
+
+def _torch_load(path: Path, device: Any, **kwargs: Any) -> Any:
+    import torch
+
+    # OpenRL pickles the whole module; torch >= 2.6 refuses that unless asked explicitly.
+    if "weights_only" in inspect.signature(torch.load).parameters:
+        kwargs["weights_only"] = False
+    return torch.load(str(path), map_location=device, **kwargs)
+
+
+def load_module(checkpoint: Any, device: Any, what: str) -> Any:
+    """The whole OpenRL module in ``checkpoint``; what cannot be read is one UsageError
+    that names the missing piece (e.g. Isaac Gym's bindings outside the image)."""
+    path = module_path(checkpoint)
+    if not path.is_file():
+        raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "
+                         "module.pt" % (what, checkpoint, MODULE_FILE))
+    try:
+        module = _torch_load(path, device)
+    except ImportError as exc:
+        missing = getattr(exc, "name", None) or str(exc)
+        raise UsageError("%s %s: unpickling it needs the module %s, which is missing here "
+                         "(an OpenRL module.pt needs openrl, gym, jsonargparse and Isaac Gym's "
+                         "Python 3.8 bindings isaacgym._bindings.linux-x86_64.gym_38: use the "
+                         "image, e.g. make shell)" % (what, path, missing))
+    except Exception as exc:  # noqa: BLE001 - any other unpickling failure: unreadable
+        raise UsageError("%s %s: cannot read it (%s: %s); use another checkpoint"
+                         % (what, path, type(exc).__name__,
+                            str(exc).splitlines()[0] if str(exc) else ""))
+    if not hasattr(module, "models"):
+        raise UsageError("%s %s: not an OpenRL module (no models)" % (what, path))
+    return module
+
+
+# -- reading shapes without the classes -------------------------------------------------
+class _Stand(object):
+    """Stands in for a class that cannot be imported: keeps whatever state it is given."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._args = args
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+        elif isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            self.__dict__.update(state[0] or {})
+            self.__dict__.update(state[1])
+        else:
+            self.__dict__["_state"] = state
+
+
+def _lenient_pickle() -> Any:
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            try:
+                return super().find_class(module, name)
+            except (ImportError, AttributeError):
+                return type(name, (_Stand,), {"__module__": "mapush.stand." + module})
+
+    module = types.ModuleType("mapush_lenient_pickle")
+    module.Unpickler = Unpickler  # type: ignore[attr-defined]
+    module.load = pickle.load  # type: ignore[attr-defined]
+    module.__name__ = "pickle"  # torch.load checks pickle_module for the weights-only path
+    return module
+
+
+def _children(obj: Any) -> Iterator[Any]:
+    """Sub-objects of a module or a stand-in, in definition order."""
+    state = getattr(obj, "__dict__", {})
+    modules = state.get("_modules")
+    if isinstance(modules, dict):
+        for child in modules.values():
+            if child is not None:
+                yield child
+
+
+def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
+    import torch
+
+    if isinstance(obj, torch.nn.Linear):
+        return int(obj.in_features)
+    if depth > 20:
+        return None
+    for child in _children(obj):
+        found = _first_linear_in(child, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def input_dim(checkpoint: Any) -> int:
+    """The obs dim a checkpoint's policy takes, read without openrl or Isaac Gym."""
+    import torch
+
+    path = Path(checkpoint)
+    if kind(path) == "harl":
+        state = torch.load(str(path / HARL_ACTOR), map_location="cpu")
+        for name, tensor in state.items():
+            if name.endswith("weight") and tensor.dim() == 2:
+                return int(tensor.shape[1])
+        raise UsageError("%s: no weight matrix in %s" % (path, HARL_ACTOR))
+    file = module_path(path)
+    if not file.is_file():
+        raise UsageError("%s: not a checkpoint (no %s, no %s)" % (path, MODULE_FILE, HARL_ACTOR))
+    try:
+        module = _torch_load(file, "cpu", pickle_module=_lenient_pickle())
+    except Exception as exc:  # noqa: BLE001 - not a pickled module at all
+        raise UsageError("%s: cannot read it (%s: %s)" % (file, type(exc).__name__,
+                                                          str(exc).splitlines()[0]))
+    models = getattr(module, "models", None)
+    if models is None and isinstance(getattr(module, "__dict__", None), dict):
+        models = module.__dict__.get("models")
+    policy = models.get("policy") if isinstance(models, dict) else None
+    found = _first_linear_in(policy) if policy is not None else None
+    if found is None:
+        raise UsageError("%s: not an OpenRL policy (no policy network with a linear input "
+                         "layer)" % file)
+    return found
+
+
+def state_dicts(module: Any) -> Dict[str, Any]:
+    """The policy and value weights of an OpenRL module (and its value normaliser)."""
+    out = {name: model.state_dict() for name, model in module.models.items()}
+    normalizer = getattr(module, "value_normalizer", None)
+    if normalizer is not None and hasattr(normalizer, "state_dict"):
+        out["value_normalizer"] = normalizer.state_dict()
+    return out
