@@ -62,7 +62,7 @@ _choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error
 _under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
 _check = $(if $(strip $(1)),$(error $(strip $(1))))
 
-_GPU_GOALS := train eval doctor smoke-test shell
+_GPU_GOALS := train eval reproduce doctor smoke-test shell
 _TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
 
 ifneq ($(filter $(_GPU_GOALS),$(MAKECMDGOALS)),)
@@ -88,7 +88,8 @@ endif
 # sha256 if any) and BuildKit for `make build`. Skipped by `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 _host_check = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) $(1) 2>&1 >/dev/null))
-_COMPOSE_GOALS := train eval doctor smoke-test shell tensorboard tensorboard-stop compose-check
+_COMPOSE_GOALS := train eval reproduce doctor smoke-test shell tensorboard tensorboard-stop \
+	compose-check
 ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _host_check,compose))
 endif
@@ -182,6 +183,10 @@ train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED
 .PHONY: eval
 eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
 	$(COMPOSE) run --rm train mapush eval --run $(RUN) $(EXTRA)
+
+.PHONY: reproduce
+reproduce: image runs-dir ## the authors' checkpoints evaluated beside their table -> runs/reproduce/table.md
+	$(COMPOSE) run --rm train mapush reproduce $(EXTRA)
 
 .PHONY: doctor
 doctor: image ## check GPU, driver, Isaac Gym, gymtorch, patches and MAPush in the container

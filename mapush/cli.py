@@ -161,6 +161,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="device of the simulation")
     ev.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
     ev.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
+    rep = sub.add_parser("reproduce", help="the authors' published checkpoints evaluated "
+                                           "beside their own success_rate.txt")
+    rep.add_argument("--objects", nargs="+", metavar="OBJECT",
+                     help="objects, as words or a comma list (default: every object with an "
+                          "authors' results folder)")
+    rep.add_argument("--checkpoints", default="last3", choices=("last3", "all"),
+                     help="the last three checkpoints of each run, or all of them")
+    rep.add_argument("--num-envs", type=positive_int, default=300,
+                     help="envs per checkpoint (the authors' calculator used 300)")
+    rep.add_argument("--seed", type=non_negative_int, default=0,
+                     help="the authors' test seed (OpenRL's default, which their test.py kept)")
+    rep.add_argument("--results", metavar="DIR",
+                     help="the authors' results folder (default: $MAPUSH_ROOT/results)")
+    rep.add_argument("--out", default="runs/reproduce", metavar="DIR",
+                     help="where table.md and table.json go")
+    rep.add_argument("--sim-device", type=device, default="cuda:0",
+                     help="device of the simulation")
+    rep.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
     return parser
 
 
@@ -265,6 +283,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mapush.evaluate import main as eval_main
 
         return eval_main(args)
+    if args.command == "reproduce":
+        from mapush.reproduce import main as reproduce_main
+
+        return reproduce_main(args)
     raise UsageError("unknown command %r" % args.command)  # pragma: no cover
 
 

@@ -120,6 +120,35 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     return run_dir / EVAL_FILE
 
 
+def evaluate_streaming(info: Dict[str, Any], args: argparse.Namespace,
+                       on_progress: Callable[[int, int], None]
+                       ) -> Tuple[int, Optional[Dict[str, Any]], str]:
+    """Like :func:`evaluate_in_child`, with the child's progress (envs whose first episode
+    ended) reported to ``on_progress(done, total)`` as it runs."""
+    proc = subprocess.Popen(child_command(dict(info, progress=True), args),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    last = ""
+    assert proc.stderr is not None and proc.stdout is not None
+    for line in proc.stderr:
+        if line.startswith(PROGRESS):
+            _tag, done, total = line.split()
+            on_progress(int(done), int(total))
+        elif line.strip():
+            last = line.strip()
+    out = proc.stdout.read()
+    code = proc.wait()
+    if code < 0:
+        return code, None, "error: the evaluation process died from %s" % _signal_name(-code)
+    if code != 0:
+        return code, None, last
+    lines = [line for line in out.splitlines() if line.strip()]
+    try:
+        return 0, json.loads(lines[-1]), last
+    except (IndexError, ValueError):
+        return 1, None, "error: the evaluation process printed no result"
+
+
 def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
     """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
     oldest first, into ``eval.jsonl`` or ``--out``."""
@@ -206,15 +235,24 @@ def main(args: argparse.Namespace) -> int:
 
 
 # -- child side: the calculator ---------------------------------------------------------
-def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int) -> Dict[str, Any]:
+PROGRESS = "mapush-progress"  # stderr lines "mapush-progress DONE TOTAL" when asked
+PROGRESS_EVERY = 10
+
+
+def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int,
+               progress: bool = False) -> Dict[str, Any]:
     """Step ``env`` with ``policy(obs_numpy) -> action tensor`` until every env has ended
-    its first episode; the paper's metrics from MQE's first-episode buffers."""
+    its first episode; the paper's metrics from MQE's first-episode buffers. With
+    ``progress``, the envs done so far go to stderr every few steps."""
     import torch
 
     obs = env.reset()
     steps = 0
     with torch.no_grad():
         while not bool(env.init_reset_buf.all()):
+            if progress and steps % PROGRESS_EVERY == 0:
+                print("%s %d %d" % (PROGRESS, int(env.init_reset_buf.sum()), env.num_envs),
+                      file=sys.stderr, flush=True)
             if steps >= max_steps:
                 raise MapushError("evaluation: %d of %d envs had not finished their first "
                                   "episode after %d steps"
@@ -290,7 +328,7 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     else:
         policy = _ppo_policy(env, spec, checkpoint)
     max_steps = 2 * int(env.max_episode_length) + 10
-    metrics = calculator(env, policy, max_steps)
+    metrics = calculator(env, policy, max_steps, progress=bool(request.get("progress")))
     result = {"checkpoint": str(checkpoint), "step": request.get("step"), "algo": spec.algo,
               "task": spec.task, "object": spec.object, "origin": request.get("origin"),
               "object_config": spec.object_config, "seed": spec.seed}
