@@ -350,3 +350,41 @@ def test_the_real_published_checkpoints(obj, dim):
 def test_the_real_command_and_goal_nets():
     assert input_dim(Path(SRC) / "resources" / "command_nets" / "1.2x1.2.pt") == 8
     assert input_dim(Path(SRC) / "resources" / "goals_net" / "example.pt") == 26
+
+
+def test_init_from_a_harl_checkpoint_for_harl(upstream, tmp_path):
+    """HARL starts from a HARL checkpoint's actors and critic, with fresh optimizers: with
+    learning rates 0 the new run's actors are the source's."""
+    import yaml
+
+    def config(name, lr):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({"train": {"episode_length": 25, "log_interval": 1},
+                                        "device": {"torch_threads": 1},
+                                        "model": {"lr": lr, "critic_lr": lr}}))
+        return path
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    proc = run_mapush(["train", "--algo", "happo", "--num-envs", NUM_ENVS, "--steps", 200,
+                       "--config", config("a.yaml", 0.0005), "--run-dir", first] + CPU,
+                      double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (source,) = (first / "checkpoints").iterdir()
+    proc = run_mapush(["train", "--algo", "happo", "--num-envs", NUM_ENVS, "--steps", 200,
+                       "--config", config("b.yaml", 0.0), "--run-dir", second,
+                       "--init-from", first] + CPU, double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "fresh optimizers, step 0" in proc.stderr
+    (saved,) = (second / "checkpoints").iterdir()
+    assert json.loads((saved / "meta.json").read_text())["step"] == 200
+    for name in ("actor_agent0.pt", "actor_agent1.pt"):
+        a = torch.load(str(source / name), map_location="cpu")
+        b = torch.load(str(saved / name), map_location="cpu")
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    record = json.loads((second / "config.json").read_text())["init_from"]
+    assert record["checkpoint"] == str(source.resolve()) and len(record["sha256"]) == 64
+    proc = run_mapush(["train", "--algo", "ppo", "--num-envs", NUM_ENVS, "--steps", 200,
+                       "--run-dir", tmp_path / "third", "--init-from", first] + CPU,
+                      double_env(upstream), cwd=tmp_path)
+    assert "is a HARL checkpoint; --algo ppo starts from an OpenRL PPO checkpoint" in \
+        one_error(proc)
