@@ -13,8 +13,8 @@ from typing import List, Optional, Tuple
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
 from mapush.objects import KNOWN_OBJECTS, find_objects
-from mapush.spec import ALGOS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_STEPS, TASKS, RunSpec, \
-    default_run_dir
+from mapush.spec import ALGOS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_NUM_ENVS, DEFAULT_STEPS, \
+    MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--algo", choices=ALGOS, default="ppo",
                        help="ppo: MAPush's recipe through OpenRL; the others through HARL")
     train.add_argument("--task", choices=TASKS, default="go1push_mid",
-                       help="the mid-level pushing task")
+                       help="go1push_mid: the mid-level pushing policy; go1push_upper: the "
+                            "high-level controller on top of a mid-level policy")
     train.add_argument("--object", default=None,
                        help="task/<object>/config.py under $MAPUSH_ROOT: cuboid, Tblock, "
                             "cylinder (default: cuboid, or the object --object-config loads)")
@@ -93,8 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--init-from", metavar="CHECKPOINT",
                        help="start a new run from these policy and value weights (ours or an "
                             "authors' module.pt), with a fresh optimizer and step count")
-    train.add_argument("--num-envs", type=positive_int, default=200,
-                       help="envs simulated at once")
+    train.add_argument("--num-envs", type=positive_int, default=None,
+                       help="envs simulated at once (default: 200 for go1push_mid, 500 for "
+                            "go1push_upper, as upstream trains it)")
+    train.add_argument("--command-net", metavar="PATH",
+                       help="go1push_upper: the mid-level policy it drives: a mid-level run "
+                            "directory (its newest checkpoint), a checkpoint, or a module.pt "
+                            "(default: $MAPUSH_ROOT/resources/command_nets/1.2x1.2.pt)")
     train.add_argument("--steps", type=positive_int, default=DEFAULT_STEPS,
                        help="environment steps to train for (all envs together)")
     train.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
@@ -230,13 +236,55 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
                             "a HARL" if found == "harl" else "not a",
                             args.algo, "an OpenRL PPO" if wanted == "openrl" else "a HARL"))
     info = describe(checkpoint, obj=obj, object_config=config)
-    info.update(object=obj, object_config=config)
+    info.update(object=obj, object_config=config, task=args.task)
     check_fits(info, "--init-from")
     return str(Path(checkpoint).resolve())
 
 
+PUBLISHED_COMMAND_NET = Path("resources") / "command_nets" / "1.2x1.2.pt"
+
+
+def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
+    """``--command-net``: the mid-level policy's ``module.pt`` for go1push_upper, checked
+    before anything starts: an OpenRL policy (the high level calls ``PPOModule.act``,
+    go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds (line 291)."""
+    from mapush.objects import mapush_root
+
+    if args.task == MID:
+        if args.command_net:
+            raise UsageError("--command-net is for --task %s (the mid-level policy the high "
+                             "level drives); --task %s trains such a policy" % (UPPER, MID))
+        return None
+    if args.algo != "ppo":
+        raise UsageError("--algo %s: HARL's algorithms train several agents; --task %s has one "
+                         "centralized agent (the high-level policy): use --algo ppo"
+                         % (args.algo, UPPER))
+    from mapush.checkpoint_source import resolve
+    from mapush.policy_file import input_dim, kind, module_path
+
+    target = args.command_net or str(mapush_root() / PUBLISHED_COMMAND_NET)
+    if not Path(target).exists():
+        raise UsageError("--command-net %s: no such file or folder%s" % (
+            target, "" if args.command_net else " (the published mid-level policy; pass "
+            "--command-net PATH, e.g. a mid-level run directory)"))
+    checkpoint = resolve(target, "--command-net")
+    if kind(checkpoint) != "openrl":
+        raise UsageError("--command-net %s is not an OpenRL PPO policy (module.pt): the high "
+                         "level calls its act(); train the mid level with --algo ppo" % target)
+    try:
+        dim = input_dim(checkpoint)
+    except UsageError as exc:
+        raise UsageError("--command-net %s is not a policy: %s" % (target, exc))
+    if dim != UPPER_MID_OBS_DIM:
+        raise UsageError("--command-net %s takes %d-dim observations; the high level feeds it "
+                         "%d-dim ones (2 robots: target, box and the other robot); train it on "
+                         "cuboid or Tblock" % (target, dim, UPPER_MID_OBS_DIM))
+    return str(module_path(checkpoint).resolve())
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Validate ``mapush train`` options into a RunSpec (UsageError on bad input)."""
+    command_net = command_net_from_args(args)
     obj, object_config = object_from_args(args)
     init_from = init_from_args(args, obj, object_config)
     run_dir = args.run_dir
@@ -256,12 +304,14 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     if run_dir is None:
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     return RunSpec(
-        algo=args.algo, task=args.task, object=obj, num_envs=args.num_envs,
+        algo=args.algo, task=args.task, object=obj,
+        num_envs=args.num_envs or DEFAULT_NUM_ENVS[args.task],
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
         rl_device=args.rl_device, resume=resume, checkpoint_interval=args.checkpoint_interval,
         record_video=args.record_video,
         config=str(Path(args.config).resolve()) if args.config else None,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
+        command_net=command_net,
     )
 
 

@@ -28,7 +28,7 @@ from mapush.run.atomic import write_text
 from mapush.run.leave import leave
 from mapush.checkpoint_source import describe, resolve, run_checkpoints
 from mapush.run.checkpoints import checkpoints_dir
-from mapush.spec import HARL_ALGOS, RunSpec
+from mapush.spec import HARL_ALGOS, UPPER, UPPER_OBS_DIM, RunSpec
 
 EVAL_FILE = "eval.jsonl"
 METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
@@ -42,6 +42,12 @@ def check_fits(info: Dict[str, Any], what: str = "--checkpoint") -> None:
         read_object_facts
     from mapush.policy_file import input_dim
 
+    if info.get("task") == UPPER:
+        dim = input_dim(info["checkpoint"])
+        if dim != UPPER_OBS_DIM:
+            raise UsageError("%s %s takes %d-dim observations; the high level (%s) gives %d"
+                             % (what, info["checkpoint"], dim, UPPER, UPPER_OBS_DIM))
+        return
     config = Path(info["object_config"]) if info.get("object_config") else \
         object_config_path(info["object"])
     try:
@@ -314,14 +320,17 @@ def _harl_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], A
 def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     """In the child: build the checkpoint's env, load its policy, run the calculator."""
     from mapush import sim
+    from mapush.run.child import headless_figures
 
+    headless_figures(None)
     sim.import_isaacgym()  # before torch
     checkpoint = Path(request["checkpoint"])
     spec = RunSpec(algo=request["algo"], task=request["task"], object=request["object"],
                    num_envs=int(request["num_envs"]), steps=1, seed=int(request["seed"]),
                    run_dir=str(checkpoint.parent.parent), sim_device=request["sim_device"],
                    rl_device=request["rl_device"], config=request.get("config"),
-                   object_config=request.get("object_config"))
+                   object_config=request.get("object_config"),
+                   command_net=request.get("command_net"))
     env, _cfg = sim.make_env(spec)
     if spec.algo in HARL_ALGOS:
         policy = _harl_policy(env, spec, checkpoint)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from mapush.errors import MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
 from mapush.run import phases
-from mapush.spec import RunSpec
+from mapush.spec import MID, UPPER, RunSpec
 
 ISAACGYM_HINT = ("Isaac Gym Preview 4 is not importable: download IsaacGym_Preview_4_Package.tar.gz "
                  "from https://developer.nvidia.com/isaac-gym, put it in vendor/ and run "
@@ -132,6 +132,7 @@ def build_args(spec: RunSpec, num_envs: Optional[int] = None) -> argparse.Namesp
         flex=False, physx=True, num_threads=0, subscenes=0, slices=0, actor_lr=3e-4,
         test_mode=None, seed=spec.seed, experiment_name=None,
     )
+    args.hie = spec.task == UPPER  # openrl_ws/utils.py: --hie, the high level
     args.sim_device_type, args.compute_device_id = parse_device_str(args.sim_device)
     args.use_gpu_pipeline = args.sim_device_type == "cuda"
     if not args.use_gpu_pipeline:
@@ -144,17 +145,31 @@ def build_args(spec: RunSpec, num_envs: Optional[int] = None) -> argparse.Namesp
     return args
 
 
-def object_custom_cfg(spec: RunSpec, obj_cfg: type, args: argparse.Namespace,
-                      contact_pairs: Optional[int] = None) -> Callable[[type], type]:
+def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Namespace,
+                      contact_pairs: Optional[int] = None, resolve_paths: bool = False,
+                      budget: bool = False) -> Callable[[type], type]:
     """The ``custom_cfg`` that ``make_mqe_env`` applies: our object's config in place of the
-    installed one, with the run's env count, video flag and PhysX contact buffer."""
+    installed one (the installed one for go1push_upper, ``obj_cfg`` None), with the run's
+    env count, video flag, mid-level policy and PhysX contact buffer; ``resolve_paths``
+    makes its ``./`` model paths absolute under MAPUSH_ROOT, ``budget`` sizes the contact
+    buffer from the actors the config gives each env."""
 
-    def apply(_installed_cfg: type) -> type:
-        obj_cfg.env.num_envs = args.num_envs
-        obj_cfg.env.record_video = args.record_video
-        if contact_pairs is not None:
-            obj_cfg.sim.physx.max_gpu_contact_pairs = int(contact_pairs)
-        return obj_cfg
+    def apply(installed_cfg: type) -> type:
+        cfg = obj_cfg if obj_cfg is not None else installed_cfg
+        if resolve_paths:
+            resolve_relative_paths(cfg, mapush_root())
+        if spec.command_net:  # loaded with torch.load in go1_push_upper_wrapper.py:127
+            cfg.control.command_network_path = str(Path(spec.command_net).resolve())
+        cfg.env.num_envs = args.num_envs
+        cfg.env.record_video = args.record_video
+        pairs = contact_pairs
+        if pairs is None and budget:
+            from mapush.diagnostics.physx_budget import TaskBodies, for_sim
+
+            pairs = for_sim(spec, TaskBodies.of(ObjectFacts.from_config(cfg)), args.num_envs)
+        if pairs is not None:
+            cfg.sim.physx.max_gpu_contact_pairs = int(pairs)
+        return cfg
 
     return apply
 
@@ -206,13 +221,10 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None,
     import_isaacgym()
     _install_phase_gym()
     mqe_utils = _import_mqe_utils()
-    obj_cfg = load_object_config(spec.object, path=spec.object_config)
-    resolve_relative_paths(obj_cfg, mapush_root())
+    # The mid level runs the object's config; the high level MQE's installed upper config
+    # (mqe/envs/configs/go1_push_upper_config.py), with the run's mid-level policy.
+    obj_cfg = load_object_config(spec.object, path=spec.object_config) \
+        if spec.task == MID else None
     args = build_args(spec, num_envs)
-    if contact_pairs is None:  # PhysX contact buffer sized for the run (diagnostics work)
-        from mapush.diagnostics.physx_budget import TaskBodies, for_sim
-
-        contact_pairs = for_sim(spec, TaskBodies.of(ObjectFacts.from_config(obj_cfg)),
-                                args.num_envs)
-    return mqe_utils.make_mqe_env(spec.task, args,
-                                  custom_cfg=object_custom_cfg(spec, obj_cfg, args, contact_pairs))
+    return mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
+        spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))

@@ -10,9 +10,17 @@ from typing import Any, Dict, Optional
 
 ALGOS = ("ppo", "happo", "mappo", "hatrpo")
 HARL_ALGOS = ("happo", "mappo", "hatrpo")
-TASKS = ("go1push_mid",)
+MID, UPPER = "go1push_mid", "go1push_upper"
+TASKS = (MID, UPPER)
 DEFAULT_STEPS = 100_000_000
 DEFAULT_CHECKPOINT_INTERVAL = 10_000_000
+# Envs by task: the mid level's `make train` default, and the high level as upstream trains
+# it (openrl_ws/train.py --num_envs 500; docs/upstream.md).
+DEFAULT_NUM_ENVS = {MID: 200, UPPER: 500}
+# The high level's observation: hard-coded for 2 robots and 2 obstacles
+# (go1_push_upper_wrapper.py:89); the mid-level policy it drives takes 8 (line 291).
+UPPER_OBS_DIM = 26
+UPPER_MID_OBS_DIM = 8
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ class RunSpec:
     # A checkpoint whose policy and value weights start the run (a new run: fresh optimizer
     # and step count).
     init_from: Optional[str] = None
+    # go1push_upper: the mid-level policy's module.pt the high level drives (absolute).
+    command_net: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property

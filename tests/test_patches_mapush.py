@@ -29,6 +29,9 @@ VAR = "MAPUSH_CONTACT_PAIRS_MULTIPLIER"
 BASE_TASK = "mqe/envs/base/base_task.py"
 WRAPPER = "mqe/envs/wrappers/go1_push_mid_wrapper.py"
 UTILS = "openrl_ws/utils.py"
+UPPER = "mqe/envs/wrappers/go1_push_upper_wrapper.py"
+TRAJECTORY = "mqe/envs/wrappers/utils/trajectory.py"
+RRT = "mqe/envs/wrappers/utils/rrt.py"
 
 
 def test_patches_touch_only_pinned_mapush_files():
@@ -36,7 +39,7 @@ def test_patches_touch_only_pinned_mapush_files():
     for patch in (REPO / "patches" / "mapush").glob("*.patch"):
         touched.update(line[len("+++ b/"):].split("\t")[0].strip()
                        for line in patch.read_text().splitlines() if line.startswith("+++ "))
-    assert touched == {BASE_TASK, WRAPPER, UTILS}
+    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT}
     assert touched <= set(PINS)
 
 
@@ -170,5 +173,89 @@ def test_openrl_wrapper_actions_follow_the_env_device(trees, device):
 
 @needs_src
 def test_patched_files_still_compile(trees):
-    for rel in (BASE_TASK, WRAPPER, UTILS):
+    for rel in (BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT):
         compile((trees[1] / rel).read_text(), rel, "exec")
+
+
+def cuda_literals(path):
+    """Code (not comments) that names CUDA outright: "cuda"/'cuda:0' constants, .cuda()."""
+    tree = ast.parse(path.read_text())
+    found = [ast.unparse(n) for n in ast.walk(tree)
+             if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and n.value.startswith("cuda")]
+    found += [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and n.func.attr == "cuda"]
+    return found
+
+
+@needs_src
+def test_the_upper_task_names_no_cuda_device_any_more(trees):
+    """Every hard-coded "cuda" of the high level (docs/upstream.md: the wrapper's lines 58,
+    91, 97-98, 133, 172, 306, 335-339, 360-364, trajectory.py:6, rrt.py:33) is gone."""
+    pristine, patched = trees
+    assert len(cuda_literals(pristine / UPPER)) == 15
+    assert len(cuda_literals(pristine / TRAJECTORY)) == 1
+    assert len(cuda_literals(pristine / RRT)) == 1
+    for rel in (UPPER, TRAJECTORY, RRT):
+        assert cuda_literals(patched / rel) == [], rel
+
+
+@needs_src
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_upper_tensors_follow_the_env_device(trees, device):
+    _, patched = trees
+    init = function(patched / UPPER, "__init__", "Go1PushUpperWrapper")
+    this = fake_wrapper(device)
+    for name in ("self.action_scale", "self.obs1_pos", "self.obs2_pos"):
+        (assign,) = statements(init, lambda n, name=name: target_is(n, name))
+        run_statement(assign, {"self": this, "torch": torch})
+        assert getattr(this, name.split(".", 1)[1]).device == torch.device(device), name
+    reset_targets = function(patched / UPPER, "reset_target_positions", "Go1PushUpperWrapper")
+    (assign,) = statements(reset_targets, lambda n: target_is(n, "new_positions"))
+    namespace = run_statement(assign, {"self": this, "torch": torch, "env_ids": [0, 2]})
+    assert namespace["new_positions"].device == torch.device(device)
+    step = function(patched / UPPER, "step", "Go1PushUpperWrapper")
+    (scaled,) = statements(step, lambda n: target_is(n, "command_action")
+                           and "0.5 * command_action" in ast.unparse(n))
+    namespace = run_statement(scaled, {"self": this, "torch": torch,
+                                       "command_action": np.full((3, 2, 3), 4.0)})
+    assert namespace["command_action"].device == torch.device(device)
+
+
+@needs_src
+def test_the_planner_and_the_interpolation_follow_their_inputs(trees):
+    _, patched = trees
+    interpolate = function(patched / UPPER, "interpolate_trajectory")
+    namespace = {"torch": torch, "np": np}
+    run_statement(interpolate, namespace)
+    out = namespace["interpolate_trajectory"](torch.zeros(2, 10))
+    assert out.device == torch.device("cpu") and tuple(out.shape) == (2, 26)
+    init = function(patched / TRAJECTORY, "__init__", "TrajectoryPlanner")
+    assert ast.unparse(init.args.defaults[-1]) == "None"
+    (assign,) = statements(init, lambda n: target_is(n, "self.device"))
+    this = SimpleNamespace()
+    run_statement(assign, {"self": this, "device": None,
+                           "start_pos": torch.zeros(2, 3, device="meta")})
+    assert this.device == torch.device("meta")
+
+
+@needs_src
+def test_rrt_figures_are_written_where_mapush_says(trees, tmp_path, monkeypatch):
+    """The RRT figures: saved under MAPUSH_FIGURE_DIR for the first MAPUSH_RRT_FIGURES
+    envs, nothing saved without it."""
+    _, patched = trees
+    reset = function(patched / UPPER, "reset", "Go1PushUpperWrapper")
+    (save,) = statements(reset, lambda n: isinstance(n, ast.If)
+                         and "MAPUSH_FIGURE_DIR" in ast.unparse(n.test))
+    saved = []
+    vis = SimpleNamespace(fig=SimpleNamespace(savefig=saved.append))
+    figures = tmp_path / "figures"
+    monkeypatch.setenv("MAPUSH_FIGURE_DIR", str(figures))
+    monkeypatch.setenv("MAPUSH_RRT_FIGURES", "2")
+    for i in range(3):
+        run_statement(save, {"vis": vis, "i": i, "os": os})
+    assert saved == [str(figures / "rrt-env0.png"), str(figures / "rrt-env1.png")]
+    assert figures.is_dir()
+    monkeypatch.delenv("MAPUSH_FIGURE_DIR")
+    run_statement(save, {"vis": vis, "i": 0, "os": os})
+    assert len(saved) == 2

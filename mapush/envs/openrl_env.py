@@ -41,10 +41,21 @@ class OpenRLEnv(object):
                  action_scale: float = ACTION_SCALE) -> None:
         self.env = env
         self.device = torch.device(str(env.device))
-        self.agent_num = int(env.num_agents)
         self.parallel_env_num = int(env.num_envs)
         self.observation_space = env.observation_space
-        self.action_space = env.action_space
+        # The high level (cfg.env.hie) is one centralized agent whose policy outputs a
+        # sub-goal in Box(-10, 10, (2,)), as upstream's wrapper declares it
+        # (openrl_ws/utils.py:43-45); the mid level has one agent per robot.
+        cfg = getattr(env, "cfg", None)
+        self.hierarchical = bool(getattr(getattr(cfg, "env", None), "hie", False))
+        if self.hierarchical:
+            from gym import spaces
+
+            self.agent_num = 1
+            self.action_space = spaces.Box(low=-10, high=10, shape=(2,), dtype=float)
+        else:
+            self.agent_num = int(env.num_agents)
+            self.action_space = env.action_space
         self.action_scale = float(action_scale)
         self.stats = EpisodeStats.for_env(env, window=window)
         self.env_steps = 0  # vectorised steps x num_envs, since creation

@@ -6,6 +6,7 @@ process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym
 """
 import importlib
 import json
+import os
 import signal
 import sys
 import traceback
@@ -28,6 +29,7 @@ def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
         stop.install()
     phases.mark("start")
     spec = RunSpec.from_dict(json.loads(Path(config_path).read_text())["spec"])
+    headless_figures(Path(spec.run_dir) / "figures")
     from mapush import sim
 
     sim.import_isaacgym()  # before anything imports torch
@@ -42,6 +44,14 @@ def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
         print("mapush: stopped by %s after the final checkpoint" % _signal_name(stop.signum),
               file=sys.stderr)
     return int(code)
+
+
+def headless_figures(folder: Optional[Path]) -> None:
+    """matplotlib never opens a window (the high level's RRT planner draws, rrt.py:90-95):
+    the Agg backend; its figures go to ``folder`` (patches/mapush/03)."""
+    os.environ["MPLBACKEND"] = "Agg"
+    if folder is not None:
+        os.environ.setdefault("MAPUSH_FIGURE_DIR", str(folder.resolve()))
 
 
 def _signal_name(signum: Optional[int]) -> str:

@@ -17,7 +17,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mapush.provenance import provenance, warn_if_incomplete
 from mapush.run.atomic import write_json, write_text
-from mapush.spec import RunSpec
+from mapush.spec import UPPER, RunSpec
+
+UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
 CONFIG = "config.json"
 PHASE_LOG = "phases.log"
@@ -32,10 +34,20 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
     train.py copies it into its results folder) and point the spec at the copy, so the run,
     its resumes and its evaluation use the same file. A resumed run keeps its copy."""
     from mapush.checkpoint_source import OBJECT_CONFIG
-    from mapush.objects import object_config_path
+    from mapush.objects import mapush_root, object_config_path
     from mapush.policy_file import sha256
 
     copy = Path(spec.run_dir) / OBJECT_CONFIG
+    if spec.task == UPPER:
+        # The high level runs MQE's installed upper config, not an object's.
+        source = mapush_root() / UPPER_CONFIG
+        if not source.is_file():
+            return spec, {"source": None, "copy": None, "sha256": None,
+                          "note": "no %s under MAPUSH_ROOT to copy" % UPPER_CONFIG}
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        write_text(copy, source.read_text())
+        return spec, {"source": str(source.resolve()), "copy": str(OBJECT_CONFIG),
+                      "sha256": sha256(copy)}
     if spec.resume and copy.is_file():
         source = copy
     else:
@@ -60,6 +72,10 @@ def write_config(spec: RunSpec) -> Tuple[Path, RunSpec]:
     warn_if_incomplete(stack, str(path))
     record = {"spec": spec.to_dict(), "provenance": stack, "created": _now(),
               "command": sys.argv, "object_config": object_config}  # type: Dict[str, Any]
+    if spec.command_net:
+        from mapush.policy_file import sha256
+
+        record["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
     if spec.init_from:
         from mapush.policy_file import checkpoint_sha256
 

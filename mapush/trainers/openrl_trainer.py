@@ -36,9 +36,11 @@ from mapush.run.checkpoints import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import RunContext
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.policy_file import module_path
-from mapush.spec import RunSpec
+from mapush.spec import UPPER, RunSpec
 
 SHIPPED_CONFIG = Path(__file__).resolve().parent / "configs" / "ppo.yaml"
+# The high level's additions to the recipe (8000-step episodes).
+TASK_CONFIGS = {UPPER: Path(__file__).resolve().parent / "configs" / "ppo_upper.yaml"}
 MODULE_FILE = policy_file.MODULE_FILE
 NAME_PREFIX = "rl_model"  # OpenRL's checkpoint names: rl_model_<step>_steps
 RESOLVED_CONFIG = "openrl_config.json"
@@ -53,6 +55,8 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     parser = create_config_parser()
     parser.exit_on_error = False
     argv = ["--config", str(SHIPPED_CONFIG)]
+    if spec.task in TASK_CONFIGS:
+        argv += ["--config", str(TASK_CONFIGS[spec.task])]
     if user_config:
         if not str(user_config).endswith(".yaml"):
             raise UsageError("--config %s: OpenRL reads only files named *.yaml; rename it"

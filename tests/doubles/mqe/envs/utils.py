@@ -178,7 +178,11 @@ class Go1PushMidDouble(object):
                 fh.write(json.dumps({"object": cfg.env.env_name, "num_envs": n,
                                      "num_agents": self.num_agents, "device": str(dev),
                                      "contact_pairs": self.contact_pairs,
-                                     "cwd": os.getcwd(), "pid": os.getpid()}) + "\n")
+                                     "cwd": os.getcwd(), "pid": os.getpid(),
+                                     "mplbackend": os.environ.get("MPLBACKEND"),
+                                     "figure_dir": os.environ.get("MAPUSH_FIGURE_DIR"),
+                                     "command_network_path": getattr(
+                                         cfg.control, "command_network_path", None)}) + "\n")
 
     def reset(self):
         self._state.zero_()
@@ -312,11 +316,130 @@ class Go1PushMidDoubleWrapper(gym.Wrapper):
         return self.env.step(actions)
 
 
+class Go1PushUpperDoubleCfg(Go1Cfg):
+    """Installed upper config (``mqe/envs/configs/go1_push_upper_config.py`` upstream): two
+    robots, two obstacles, the final target, ``hie`` (one centralized agent), and the
+    mid-level policy it drives by a path relative to the working directory (line 90)."""
+
+    class env(Go1Cfg.env):
+        env_name = "go1push_upper"
+        num_envs = 10
+        num_agents = 2        # go1_push_upper_config.py:10
+        num_obs = 2           # :11
+        num_npcs = 3 + num_obs  # :12
+        episode_length_s = 4.0  # 160 s upstream (:13): 8000 steps; shorter here
+        hie = True            # :14
+
+    class asset(Go1Cfg.asset):
+        file_npc = "{LEGGED_GYM_ROOT_DIR}/resources/objects/MiddleBox.urdf"  # :20
+        file_npc_final = "{LEGGED_GYM_ROOT_DIR}/resources/objects/cylinder_blue.urdf"  # :36
+        npc_collision_final = False
+        obs_npc_collision = True
+
+    class sim(Go1Cfg.sim):
+        dt = 0.05
+
+    class control(Go1Cfg.control):
+        decimation = 2
+        command_network_path = "./resources/command_nets/1.2x1.2.pt"  # :90
+
+    class rewards(Go1Cfg.rewards):
+        class scales(object):
+            target_reward_scale = 1.0
+            reach_target_reward_scale = 10
+            trajectory_rewards_scale = 0.5
+            exception_punishment_scale = -5
+            obstacle_reward_scale = -0.5
+
+
+class Go1PushUpperDouble(Go1PushMidDouble):
+    """The robots and box of the mid-level double, driven by the high level's sub-goals;
+    obstacles (``num_obs``), so MQE's collision counter moves (legged_robot_field.py:216)."""
+
+    def _reward(self, actions):
+        self.reward_buffer["step_count"] += 1
+        reward = -(actions - 0.5).pow(2).mean(dim=2)
+        if self.finished_buf.any():
+            reward[self.finished_buf, :] += self.scales.reach_target_reward_scale
+            self.reward_buffer["reach_target_reward"] += \
+                self.scales.reach_target_reward_scale * self.finished_buf.sum().item()
+        return reward
+
+
+class Go1PushUpperDoubleWrapper(Go1PushMidDoubleWrapper):
+    """Like upstream's ``Go1PushUpperWrapper`` (go1_push_upper_wrapper.py): one centralized
+    agent, obs ``(num_envs, 1, 26)`` (hard-coded for 2 robots and 2 obstacles, line 89),
+    actions ``(num_envs, 1, 2)`` = a sub-goal (line 90); the mid-level policy is loaded
+    whole with ``torch.load`` from ``control.command_network_path`` (line 127) and asked
+    ``act(obs, rnn_states, masks, deterministic=True)`` each step on the 8-dim mid-level obs
+    of each robot, flattened to ``(num_envs * num_agents, 8)`` numpy, with RNN states
+    ``(num_envs * num_agents, 1, 64)`` (lines 121, 291-303); its output is halved and
+    clipped to [-1, 1] (lines 305-307) and drives the robots."""
+
+    OBS_DIM = 26
+    MID_OBS = 8
+
+    def __init__(self, env):
+        super(Go1PushUpperDoubleWrapper, self).__init__(env)
+        self.observation_space = spaces.Box(low=-float("inf"), high=float("inf"),
+                                            shape=(self.OBS_DIM,), dtype=float)
+        self.action_space = spaces.Box(low=-1, high=1, shape=(2,), dtype=float)
+        n, a = env.num_envs, env.num_agents
+        self.rnn_states_command = np.zeros((n * a, 1, 64))
+        self.mask_command = np.ones((n * a, 1))
+        path = env.cfg.control.command_network_path
+        _load_standin(path)  # relative to the working directory, as torch.load resolves it
+        self.command_module = torch.load(path, map_location=env.device, weights_only=False)
+        self.commands_seen = []
+        env.reward_buffer = {  # go1_push_upper_wrapper.py:101-108
+            "distance_to_target_reward": 0, "exception_punishment": 0,
+            "obstacle_reward_scale": 0, "reach_target_reward": 0, "trajectory_rewards": 0,
+            "step_count": 0,
+        }
+
+    def _obs(self):
+        n = self.env.num_envs
+        obs = torch.zeros(n, 1, self.OBS_DIM, device=self.env.device)
+        obs[:, 0, 0] = self.env.episode_length_buf.float() / self.env.max_episode_length
+        return obs
+
+    def reset(self):
+        self.env.reset()
+        return self._obs()
+
+    def step(self, actions):
+        n, a = self.env.num_envs, self.env.num_agents
+        expected = (n, 1, 2)
+        if tuple(actions.shape) != expected:
+            raise RuntimeError("MQE double (upper): actions of shape %s, expected %s"
+                               % (tuple(actions.shape), expected))
+        sub_goals = torch.clip(actions, -1, 1).squeeze(1)
+        mid_obs = np.zeros((n * a, self.MID_OBS), dtype=np.float32)
+        mid_obs[:, 0] = np.repeat(sub_goals[:, 0].detach().cpu().numpy(), a)
+        command, _rnn = self.command_module.act(mid_obs, self.rnn_states_command,
+                                                self.mask_command, deterministic=True)
+        command = np.array(np.split(np.asarray(command.detach().cpu()
+                                               if hasattr(command, "detach") else command),
+                                    n))
+        self.commands_seen.append(command.shape)
+        command = torch.from_numpy(0.5 * command).to(self.env.device).clip(-1, 1).float()
+        _obs, reward, termination, info = self.env.step(command)
+        buf = self.env.reward_buffer
+        for key in ("distance_to_target_reward", "obstacle_reward_scale", "trajectory_rewards"):
+            buf[key] += torch.sum(reward.mean(dim=1)).cpu()
+        return self._obs(), reward.mean(dim=1, keepdim=True), termination, info
+
+
 ENV_DICT = {
     "go1push_mid": {
         "class": Go1PushMidDouble,
         "config": Go1PushMidDoubleCfg,
         "wrapper": Go1PushMidDoubleWrapper,
+    },
+    "go1push_upper": {
+        "class": Go1PushUpperDouble,
+        "config": Go1PushUpperDoubleCfg,
+        "wrapper": Go1PushUpperDoubleWrapper,
     },
 }
 
