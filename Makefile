@@ -10,7 +10,8 @@ VENV_PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 # Options of `make train` (and eval, doctor, smoke-test). Checked before Docker starts.
-NUM_ENVS ?= 200
+# 200 for the mid level; 500 for TASK=go1push_upper, as upstream trains the high level
+NUM_ENVS ?= $(if $(filter go1push_upper,$(TASK)),500,200)
 ALGO ?= ppo
 TASK ?= go1push_mid
 OBJECT ?= cuboid
@@ -20,9 +21,11 @@ GPU ?= 0
 RUN_DIR ?=
 EXTRA ?=
 RUN ?=
+# make train TASK=go1push_upper: the mid-level policy it drives (mapush train --command-net)
+MID ?=
 # The choices of mapush train (tests/test_makefile.py keeps them equal to mapush.spec/objects).
 ALGOS := ppo happo mappo hatrpo
-TASKS := go1push_mid
+TASKS := go1push_mid go1push_upper
 OBJECTS := cuboid Tblock cylinder
 
 # Image and Docker. Compose reads the pins from env/pins.env; the shell environment wins.
@@ -62,7 +65,7 @@ _choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error
 _under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
 _check = $(if $(strip $(1)),$(error $(strip $(1))))
 
-_GPU_GOALS := train eval reproduce doctor smoke-test shell
+_GPU_GOALS := train eval pipeline reproduce doctor smoke-test shell
 _TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
 
 ifneq ($(filter $(_GPU_GOALS),$(MAKECMDGOALS)),)
@@ -76,6 +79,13 @@ $(call _check,$(call _choice,OBJECT,$(OBJECTS)))
 $(call _check,$(call _uint,SEED,zero,1))
 $(call _check,$(if $(STEPS),$(call _uint,STEPS,,1000000)))
 $(call _check,$(if $(RUN_DIR),$(call _under_runs,RUN_DIR)))
+$(call _check,$(if $(MID),$(if $(filter go1push_upper,$(TASK)),,error: MID='$(MID)' is for TASK=go1push_upper (the mid-level policy the high level drives))))
+$(call _check,$(if $(MID),$(call _under_runs,MID)$(if $(wildcard $(MID)),,error: MID='$(MID)' does not exist (e.g. MID=runs/go1push_mid/cuboid/ppo/seed1-...))))
+endif
+ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
+$(call _check,$(call _uint,NUM_ENVS,,200))
+$(call _check,$(call _choice,OBJECT,$(OBJECTS)))
+$(call _check,$(call _uint,SEED,zero,1))
 endif
 ifneq ($(filter doctor,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
@@ -88,7 +98,7 @@ endif
 # sha256 if any) and BuildKit for `make build`. Skipped by `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 _host_check = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) $(1) 2>&1 >/dev/null))
-_COMPOSE_GOALS := train eval reproduce doctor smoke-test shell tensorboard tensorboard-stop \
+_COMPOSE_GOALS := train eval pipeline reproduce doctor smoke-test shell tensorboard tensorboard-stop \
 	compose-check
 ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _host_check,compose))
@@ -117,6 +127,7 @@ help: ## list the targets and their variables
 	@echo "    RUN_DIR=$(or $(RUN_DIR),(empty: runs/<task>/<object>/<algo>/seed<seed>-<time>))"
 	@echo "    EXTRA='$(EXTRA)'  more mapush train options, e.g. '--resume runs/...'"
 	@echo "    RUN=$(or $(RUN),(empty; make eval needs it: RUN=runs/...))"
+	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: python:3.11-slim-bookworm))"
@@ -178,11 +189,16 @@ compose-check: ## check that Docker Compose v2 is installed (every compose targe
 .PHONY: train
 train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED [STEPS RUN_DIR EXTRA]
 	$(COMPOSE) run --rm train mapush train --algo $(ALGO) --task $(TASK) --object $(OBJECT) \
-	  --num-envs $(NUM_ENVS) --seed $(SEED)$(if $(STEPS), --steps $(STEPS))$(if $(RUN_DIR), --run-dir $(RUN_DIR)) $(EXTRA)
+	  --num-envs $(NUM_ENVS) --seed $(SEED)$(if $(STEPS), --steps $(STEPS))$(if $(RUN_DIR), --run-dir $(RUN_DIR))$(if $(MID), --command-net $(MID)) $(EXTRA)
 
 .PHONY: eval
 eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
 	$(COMPOSE) run --rm train mapush eval --run $(RUN) $(EXTRA)
+
+.PHONY: pipeline
+pipeline: image runs-dir ## the whole method for OBJECT: mid level, eval, high level on the best, eval
+	$(COMPOSE) run --rm train mapush pipeline --object $(OBJECT) --num-envs $(NUM_ENVS) \
+	  --seed $(SEED) $(EXTRA)
 
 .PHONY: reproduce
 reproduce: image runs-dir ## the authors' checkpoints evaluated beside their table -> runs/reproduce/table.md

@@ -167,6 +167,32 @@ def build_parser() -> argparse.ArgumentParser:
                     help="device of the simulation")
     ev.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
     ev.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
+    pipe = sub.add_parser("pipeline", help="the whole method for one object: mid level, its "
+                                           "eval, high level on the best, its eval")
+    pipe.add_argument("--object", default="cuboid",
+                      help="the object (its mid level must have 2 robots: cuboid, Tblock)")
+    pipe.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
+    pipe.add_argument("--num-envs", type=positive_int, default=200,
+                      help="envs of the mid-level training")
+    pipe.add_argument("--upper-num-envs", type=positive_int, default=500,
+                      help="envs of the high-level training (upstream's 500)")
+    pipe.add_argument("--mid-steps", type=positive_int, default=DEFAULT_STEPS,
+                      help="env steps of the mid-level training")
+    pipe.add_argument("--upper-steps", type=positive_int, default=DEFAULT_STEPS,
+                      help="env steps of the high-level training")
+    pipe.add_argument("--eval-envs", type=positive_int, default=300,
+                      help="envs of each evaluation (MAPush's calculator: 300)")
+    pipe.add_argument("--config", type=existing_file, metavar="FILE",
+                      help="YAML overriding the mid level's PPO config")
+    pipe.add_argument("--upper-config", type=existing_file, metavar="FILE",
+                      help="YAML overriding the high level's PPO config")
+    pipe.add_argument("--dir", metavar="DIR",
+                      help="where the stages' runs and pipeline.json go (default: "
+                           "runs/pipeline/<object>/seed<seed>)")
+    pipe.add_argument("--sim-device", type=device, default="cuda:0",
+                      help="device of the simulation")
+    pipe.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
+
     rep = sub.add_parser("reproduce", help="the authors' published checkpoints evaluated "
                                            "beside their own success_rate.txt")
     rep.add_argument("--objects", nargs="+", metavar="OBJECT",
@@ -333,6 +359,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mapush.evaluate import main as eval_main
 
         return eval_main(args)
+    if args.command == "pipeline":
+        from mapush.pipeline import main as pipeline_main
+
+        return pipeline_main(args)
     if args.command == "reproduce":
         from mapush.reproduce import main as reproduce_main
 

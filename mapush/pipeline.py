@@ -1,0 +1,249 @@
+"""``mapush pipeline``: MAPush's whole method for one object, in four resumable stages.
+
+1. ``mid``: train the mid-level pushing policy (PPO, ``--task go1push_mid``);
+2. ``eval-mid``: evaluate every mid-level checkpoint (MAPush's calculator);
+3. ``upper``: train the high-level controller (``--task go1push_upper``) on the best
+   mid-level checkpoint by eval success rate (ties: the later one);
+4. ``eval-upper``: evaluate the high level, the full hierarchy.
+
+Each stage is a ``mapush`` command in a child process, so it gets everything a run gets
+(preflight, crash diagnosis, atomic checkpoints, a final checkpoint on Ctrl-C or SIGTERM).
+``<dir>/pipeline.json`` records each stage's state (pending, running, done, stopped,
+failed), times, exit status and result, rewritten atomically. Run again, finished stages
+are skipped and an interrupted training stage resumes from its newest checkpoint. The high
+level feeds the mid-level policy an 8-dim obs built for 2 robots
+(``go1_push_upper_wrapper.py:291``), so an object with another number of robots (the
+cylinder's 3) is refused before anything starts.
+"""
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mapush.errors import UsageError
+from mapush.run.atomic import write_json
+from mapush.spec import MID, UPPER, UPPER_MID_OBS_DIM
+
+PIPELINE_FILE = "pipeline.json"
+STAGES = ("mid", "eval-mid", "upper", "eval-upper")
+SETTINGS = ("object", "seed", "num_envs", "upper_num_envs", "mid_steps", "upper_steps",
+            "eval_envs", "sim_device", "rl_device", "config", "upper_config")
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class Pipeline(object):
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.dir = Path(args.dir or Path("runs") / "pipeline" / args.object /
+                        ("seed%d" % args.seed))
+        self.path = self.dir / PIPELINE_FILE
+        self.settings = {key: getattr(args, key) for key in SETTINGS}
+        self.stop_signal = None  # type: Optional[int]
+        self.child = None  # type: Optional[subprocess.Popen]
+        self.record = self._load()
+
+    # -- the record ---------------------------------------------------------------------
+    def _load(self) -> Dict[str, Any]:
+        if self.path.is_file():
+            record = json.loads(self.path.read_text())
+            before = record.get("settings", {})
+            changed = sorted(k for k in SETTINGS if before.get(k) != self.settings[k])
+            if changed:
+                raise UsageError(
+                    "%s was made with other settings (%s: %s there, %s now): run it with "
+                    "those, or pass another --dir" % (
+                        self.path, ", ".join(changed),
+                        ", ".join(str(before.get(k)) for k in changed),
+                        ", ".join(str(self.settings[k]) for k in changed)))
+            return record
+        return {"settings": self.settings, "created": _now(),
+                "stages": [{"name": name, "state": "pending"} for name in STAGES]}
+
+    def save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json(self.path, self.record)
+
+    def stage(self, name: str) -> Dict[str, Any]:
+        return next(s for s in self.record["stages"] if s["name"] == name)
+
+    # -- running a stage ----------------------------------------------------------------
+    def _forward(self, signum: int, _frame: Any) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signum
+            print("mapush pipeline: %s: the running stage stops with a checkpoint; run the "
+                  "pipeline again to resume" % signal.Signals(signum).name,
+                  file=sys.stderr, flush=True)
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def _run(self, argv: List[str]) -> int:
+        command = [sys.executable, "-m", "mapush"] + argv
+        print("mapush pipeline: $ mapush %s" % " ".join(argv), file=sys.stderr, flush=True)
+        self.child = subprocess.Popen(command)
+        try:
+            return self.child.wait()
+        finally:
+            self.child = None
+
+    def _device_args(self) -> List[str]:
+        return ["--sim-device", self.args.sim_device, "--rl-device", self.args.rl_device,
+                "--seed", str(self.args.seed)]
+
+    def _train_args(self, run: Path, extra: List[str]) -> List[str]:
+        from mapush.run.checkpoints import latest_checkpoint
+
+        if (run / "config.json").is_file() and latest_checkpoint(run) is not None:
+            return ["train", "--resume", str(run)] + self._device_args() + extra
+        return ["train", "--run-dir", str(run)] + self._device_args() + extra
+
+    def run_stage(self, name: str, argv: List[str], result: Any) -> bool:
+        """Run one stage; True when it finished (then ``result()`` is recorded)."""
+        stage = self.stage(name)
+        stage.update(state="running", started=_now(), command=["mapush"] + argv)
+        stage.pop("finished", None)
+        self.save()
+        code = self._run(argv)
+        stage.update(exit=code, finished=_now())
+        if self.stop_signal is not None:
+            stage["state"] = "stopped"
+        elif code != 0:
+            stage["state"] = "failed"
+        else:
+            stage.update(state="done", result=result())
+        self.save()
+        return stage["state"] == "done"
+
+    # -- the four stages ----------------------------------------------------------------
+    def mid(self) -> List[str]:
+        extra = ["--task", MID, "--algo", "ppo", "--object", self.args.object,
+                 "--num-envs", str(self.args.num_envs), "--steps", str(self.args.mid_steps)]
+        if self.args.config:
+            extra += ["--config", self.args.config]
+        return self._train_args(self.dir / "mid", extra)
+
+    def eval_mid(self) -> List[str]:
+        return ["eval", "--run", str(self.dir / "mid"), "--num-envs",
+                str(self.args.eval_envs)] + self._device_args()
+
+    def best_mid(self) -> Dict[str, Any]:
+        lines = [json.loads(line) for line in
+                 (self.dir / "mid" / "eval.jsonl").read_text().splitlines() if line.strip()]
+        scored = [r for r in lines if r.get("success_rate") is not None]
+        if not scored:
+            raise UsageError("no mid-level checkpoint could be evaluated (see %s)"
+                             % (self.dir / "mid" / "eval.jsonl"))
+        best = max(scored, key=lambda r: (r["success_rate"], r.get("step") or 0))
+        return {"best_checkpoint": best["checkpoint"], "step": best.get("step"),
+                "success_rate": best["success_rate"], "evaluated": len(lines)}
+
+    def upper(self) -> List[str]:
+        best = self.stage("eval-mid")["result"]["best_checkpoint"]
+        extra = ["--task", UPPER, "--algo", "ppo", "--object", self.args.object,
+                 "--command-net", best, "--num-envs", str(self.args.upper_num_envs),
+                 "--steps", str(self.args.upper_steps)]
+        if self.args.upper_config:
+            extra += ["--config", self.args.upper_config]
+        return self._train_args(self.dir / "upper", extra)
+
+    def eval_upper(self) -> List[str]:
+        return ["eval", "--run", str(self.dir / "upper"), "--num-envs",
+                str(self.args.eval_envs)] + self._device_args()
+
+    def final_upper(self) -> Dict[str, Any]:
+        lines = [json.loads(line) for line in
+                 (self.dir / "upper" / "eval.jsonl").read_text().splitlines() if line.strip()]
+        return lines[-1] if lines else {}
+
+    def trained(self, run: str) -> Dict[str, Any]:
+        from mapush.run.checkpoints import latest_checkpoint
+
+        latest = latest_checkpoint(self.dir / run)
+        return {"run_dir": str(self.dir / run),
+                "checkpoint": str(latest[1]) if latest else None,
+                "step": latest[0] if latest else None}
+
+    def run(self) -> int:
+        plan = [("mid", self.mid, lambda: self.trained("mid")),
+                ("eval-mid", self.eval_mid, self.best_mid),
+                ("upper", self.upper, lambda: self.trained("upper")),
+                ("eval-upper", self.eval_upper, self.final_upper)]
+        previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.save()
+            for index, (name, argv, result) in enumerate(plan, 1):
+                stage = self.stage(name)
+                if stage["state"] == "done":
+                    print("mapush pipeline: [%d/4] %s: done, skipped" % (index, name),
+                          file=sys.stderr, flush=True)
+                    continue
+                print("mapush pipeline: [%d/4] %s%s" % (index, name, " (resuming)"
+                                                        if stage["state"] != "pending" else ""),
+                      file=sys.stderr, flush=True)
+                if not self.run_stage(name, argv(), result):
+                    state = stage["state"]
+                    print("%s: stage %s %s (exit %s); %s" % (
+                        "mapush pipeline" if state == "stopped" else "error",
+                        name, state, stage.get("exit"),
+                        "run the pipeline again to resume it" if state == "stopped"
+                        else "fix the cause above and run the pipeline again to retry it"),
+                        file=sys.stderr, flush=True)
+                    return 0 if state == "stopped" else 1
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        final = self.stage("eval-upper").get("result", {})
+        print("mapush pipeline: done: %s; the hierarchy: success rate %s, finished time %s s, "
+              "collision degree %s" % (self.path, final.get("success_rate"),
+                                       final.get("finished_time"), final.get("collision_degree")),
+              file=sys.stderr)
+        return 0
+
+
+def check_object(obj: str) -> None:
+    """The high level drives a mid-level policy with 8-dim obs of 2 robots."""
+    from mapush.objects import ConfigReadError, find_objects, object_facts
+
+    objects = find_objects()
+    if obj not in objects:
+        raise UsageError("--object %s: not in MAPUSH_ROOT's task/ (found: %s)"
+                         % (obj, ", ".join(objects) or "none"))
+    try:
+        facts = object_facts(obj)
+    except ConfigReadError as exc:
+        raise UsageError("--object %s: %s" % (obj, exc))
+    if facts.obs_dim != UPPER_MID_OBS_DIM:
+        raise UsageError(
+            "--object %s: its mid level has %d robots (obs %d), but the high level feeds the "
+            "mid-level policy an %d-dim obs built for 2 robots (go1_push_upper_wrapper.py:291):"
+            " use an object with 2 robots (%s)" % (
+                obj, facts.num_agents, facts.obs_dim, UPPER_MID_OBS_DIM,
+                ", ".join(o for o in objects if _fits(o)) or "none found"))
+
+
+def _fits(obj: str) -> bool:
+    from mapush.objects import ConfigReadError, object_facts
+
+    try:
+        return object_facts(obj).obs_dim == UPPER_MID_OBS_DIM
+    except ConfigReadError:
+        return False
+
+
+def main(args: argparse.Namespace) -> int:
+    check_object(args.object)
+    for key in ("config", "upper_config"):
+        value = getattr(args, key)
+        if value:
+            setattr(args, key, str(Path(value).resolve()))
+    if args.dir:
+        args.dir = str(Path(args.dir))
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    return Pipeline(args).run()

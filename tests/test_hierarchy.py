@@ -1,0 +1,282 @@
+"""The hierarchy: the high level (go1push_upper) trained on a mid-level policy, evaluated,
+and the whole method as one resumable pipeline, over the double.
+
+The double's go1push_upper follows upstream (docs/upstream.md): one centralized agent, obs
+26, action 2; it loads the mid-level policy with ``torch.load`` from the config's
+``command_network_path`` (relative to the working directory unless mapush resolves it) and
+calls its ``act()`` on 8-dim observations of each robot.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mapush.policy_file import sha256
+from tests.conftest import DOUBLE_ROOT, double_env, run_mapush, tree_hash
+
+NUM_ENVS = 8
+CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
+
+
+def small(tmp, name="small.yaml"):
+    path = Path(tmp) / name
+    path.write_text("episode_length: 25\nppo_epoch: 1\n")
+    return path
+
+
+def created(log):
+    return [json.loads(line) for line in Path(log).read_text().splitlines()] \
+        if Path(log).exists() else []
+
+
+def one_error(proc):
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def mids(upstream, tmp_path_factory):
+    """Mid-level PPO runs: cuboid (2 robots, obs 8) and cylinder (3 robots, obs 11)."""
+    tmp = tmp_path_factory.mktemp("mid")
+    runs = {}
+    for obj in ("cuboid", "cylinder"):
+        run = tmp / obj
+        proc = run_mapush(["train", "--object", obj, "--num-envs", NUM_ENVS, "--steps", 400,
+                           "--checkpoint-interval", 200, "--config", small(tmp),
+                           "--run-dir", run] + CPU, double_env(upstream), cwd=tmp)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[obj] = run
+    return runs
+
+
+@pytest.fixture(scope="module")
+def upper_run(upstream, mids, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("upper")
+    log = tmp / "env.jsonl"
+    before = tree_hash(DOUBLE_ROOT)
+    run = tmp / "upper"
+    proc = run_mapush(["train", "--task", "go1push_upper", "--command-net", mids["cuboid"],
+                       "--num-envs", NUM_ENVS, "--steps", 400, "--config", small(tmp),
+                       "--run-dir", run] + CPU,
+                      double_env(upstream, MQE_DOUBLE_LOG=log), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"run": run, "log": log, "tmp": tmp, "untouched": tree_hash(DOUBLE_ROOT) == before}
+
+
+def test_the_high_level_trains_on_our_mid_level_run(upper_run, mids):
+    newest = mids["cuboid"] / "checkpoints" / "rl_model_400_steps" / "module.pt"
+    record = json.loads((upper_run["run"] / "config.json").read_text())
+    assert record["spec"]["task"] == "go1push_upper" and record["spec"]["algo"] == "ppo"
+    assert record["command_net"] == {"path": str(newest.resolve()), "sha256": sha256(newest)}
+    (env,) = created(upper_run["log"])
+    assert env["command_network_path"] == str(newest.resolve())  # absolute, in the config
+    assert env["mplbackend"] == "Agg"  # the RRT planner's figures never open a window
+    assert env["figure_dir"] == str((upper_run["run"] / "figures").resolve())
+    assert upper_run["untouched"]  # nothing under MAPUSH_ROOT written
+    resolved = json.loads((upper_run["run"] / "openrl_config.json").read_text())
+    assert resolved["episode_length"] == 25  # --config wins over ppo_upper.yaml
+    meta = json.loads((upper_run["run"] / "checkpoints" / "rl_model_400_steps" /
+                       "meta.json").read_text())
+    assert meta["task"] == "go1push_upper"
+
+
+def test_the_upper_recipe_fits_long_episodes():
+    import mapush.trainers
+
+    configs = Path(mapush.trainers.__file__).parent / "configs"
+    assert "ppo_upper.yaml" in (configs.parent / "openrl_trainer.py").read_text()
+    upper = yaml.safe_load((configs / "ppo_upper.yaml").read_text())
+    assert upper["episode_length"] > 200 and upper["log_interval"] == 1
+
+
+def test_the_high_level_evaluates_as_the_full_hierarchy(upstream, upper_run):
+    """With obstacles MQE's collision counter moves: the collision degree is no longer 0."""
+    log = upper_run["tmp"] / "eval.jsonl"
+    proc = run_mapush(["eval", "--checkpoint", upper_run["run"], "--num-envs", NUM_ENVS] + CPU,
+                      double_env(upstream, MQE_DOUBLE_LOG=log, MQE_DOUBLE_COLLIDE_ENVS="all"),
+                      cwd=upper_run["tmp"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["task"] == "go1push_upper"
+    assert result["success_rate"] == pytest.approx(0.5)
+    assert result["collision_degree"] == pytest.approx(1.0)
+    assert result["finished_time"] > 0
+    (env,) = created(log)
+    assert env["object"] == "go1push_upper"
+
+
+def test_the_published_command_net_is_the_default(upstream, mids, tmp_path):
+    root = tmp_path / "mapush_root"
+    shutil.copytree(str(DOUBLE_ROOT), str(root))
+    published = root / "resources" / "command_nets" / "1.2x1.2.pt"
+    published.parent.mkdir(parents=True)
+    shutil.copy(str(mids["cuboid"] / "checkpoints" / "rl_model_200_steps" / "module.pt"),
+                str(published))
+    run = tmp_path / "upper"
+    proc = run_mapush(["train", "--task", "go1push_upper", "--num-envs", NUM_ENVS, "--steps",
+                       200, "--config", small(tmp_path), "--run-dir", run] + CPU,
+                      double_env(upstream, MAPUSH_ROOT=root), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((run / "config.json").read_text())
+    assert record["command_net"]["path"] == str(published.resolve())
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing", "--command-net {}: no such file or folder"),
+    ("not-a-policy", "is not a policy"),
+    ("three-robots", "takes 11-dim observations; the high level feeds it 8-dim ones"),
+    ("mid-task", "--command-net is for --task go1push_upper"),
+    ("harl", "has one centralized agent"),
+    ("no-published", "the published mid-level policy"),
+])
+def test_bad_command_nets_are_one_line_before_a_simulation(upstream, mids, tmp_path, case,
+                                                          needle):
+    log = tmp_path / "env.jsonl"
+    net = {"missing": str(tmp_path / "nope.pt"), "three-robots": str(mids["cylinder"]),
+           "mid-task": str(mids["cuboid"]), "harl": str(mids["cuboid"])}.get(case)
+    if case == "not-a-policy":
+        net = str(tmp_path / "notes.pt")
+        Path(net).write_bytes(b"these are my notes, not a policy")
+    args = ["train", "--task", "go1push_mid" if case == "mid-task" else "go1push_upper",
+            "--num-envs", NUM_ENVS, "--run-dir", tmp_path / "run"] + CPU
+    if case == "harl":
+        args += ["--algo", "happo"]
+    if net:
+        args += ["--command-net", net]
+    proc = run_mapush(args, double_env(upstream, MQE_DOUBLE_LOG=log), cwd=tmp_path)
+    assert needle.format(net) in one_error(proc)
+    assert created(log) == [] and not (tmp_path / "run").exists()
+
+
+def test_the_budget_counts_the_obstacles(tmp_path):
+    """The high level's envs hold 2 obstacles beside the robots, the box and the targets."""
+    net = tmp_path / "net.pt"
+    script = r"""
+import json, sys
+from mapush import sim
+sim.import_isaacgym()
+import torch
+from mapush.diagnostics import physx_budget
+physx_budget.sim_free_bytes = lambda device: 8 * 1024 ** 3
+torch.save({"stand": "in"}, sys.argv[2])
+build_args = sim.build_args
+def cpu_pipeline(spec, num_envs=None):
+    args = build_args(spec, num_envs)
+    args.use_gpu_pipeline = False
+    return args
+sim.build_args = cpu_pipeline
+from mapush.spec import RunSpec
+spec = RunSpec(algo="ppo", task="go1push_upper", object="cuboid", num_envs=4, steps=1, seed=1,
+               run_dir=sys.argv[1], sim_device="cuda:0", rl_device="cuda:0",
+               command_net=sys.argv[2])
+sim.make_env(spec)
+"""
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(net)],
+                         env=double_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    from mapush.diagnostics import physx_budget as pb
+
+    record = json.loads((tmp_path / pb.BUDGET_FILE).read_text())
+    assert record["shapes_per_env"] == 2 * pb.SHAPES_PER_GO1 + 1 + 2
+
+
+# -- the pipeline ----------------------------------------------------------------------
+def pipeline_args(folder, *extra):
+    return ["pipeline", "--object", "cuboid", "--num-envs", NUM_ENVS, "--upper-num-envs",
+            NUM_ENVS, "--mid-steps", 400, "--upper-steps", 400, "--eval-envs", NUM_ENVS,
+            "--config", small(folder.parent, "mid.yaml"), "--upper-config",
+            small(folder.parent, "up.yaml"), "--dir", folder] + CPU + list(extra)
+
+
+@pytest.fixture(scope="module")
+def pipeline(upstream, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipeline")
+    folder = tmp / "cuboid"
+    proc = run_mapush(pipeline_args(folder), double_env(upstream), cwd=tmp, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return {"dir": folder, "tmp": tmp, "first": proc}
+
+
+def stages(folder):
+    return {s["name"]: s for s in json.loads((folder / "pipeline.json").read_text())["stages"]}
+
+
+def test_the_pipeline_runs_the_four_stages(pipeline):
+    found = stages(pipeline["dir"])
+    assert [s for s in found] == ["mid", "eval-mid", "upper", "eval-upper"]
+    assert all(s["state"] == "done" and s["exit"] == 0 for s in found.values())
+    evaluated = [json.loads(line) for line in
+                 (pipeline["dir"] / "mid" / "eval.jsonl").read_text().splitlines()]
+    best = max(evaluated, key=lambda r: (r["success_rate"], r["step"]))
+    assert found["eval-mid"]["result"]["best_checkpoint"] == best["checkpoint"]
+    upper = json.loads((pipeline["dir"] / "upper" / "config.json").read_text())
+    assert upper["command_net"]["path"] == str(
+        (Path(best["checkpoint"]) / "module.pt").resolve())
+    assert found["eval-upper"]["result"]["task"] == "go1push_upper"
+    assert "success_rate" in found["eval-upper"]["result"]
+
+
+def test_the_pipeline_run_again_redoes_nothing(upstream, pipeline):
+    before = stages(pipeline["dir"])
+    marks = {p: p.stat().st_mtime for p in pipeline["dir"].rglob("*") if p.is_file()
+             and p.name != "pipeline.json"}
+    proc = run_mapush(pipeline_args(pipeline["dir"]), double_env(upstream),
+                      cwd=pipeline["tmp"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("done, skipped") == 4
+    assert stages(pipeline["dir"]) == before
+    assert {p: p.stat().st_mtime for p in marks} == marks
+
+
+def test_the_pipeline_refuses_other_settings_in_its_folder(upstream, pipeline):
+    proc = run_mapush(pipeline_args(pipeline["dir"], "--seed", 7), double_env(upstream),
+                      cwd=pipeline["tmp"])
+    assert "was made with other settings (seed: 1 there, 7 now)" in one_error(proc)
+
+
+def test_the_pipeline_refuses_an_object_the_high_level_cannot_drive(upstream, tmp_path):
+    args = pipeline_args(tmp_path / "cyl")
+    args[args.index("cuboid")] = "cylinder"
+    proc = run_mapush(args, double_env(upstream), cwd=tmp_path)
+    error = one_error(proc)
+    assert "cylinder: its mid level has 3 robots (obs 11)" in error
+    assert "built for 2 robots" in error and "Tblock, cuboid" in error
+    assert not (tmp_path / "cyl").exists()
+
+
+def test_an_interrupted_pipeline_resumes_its_stage_from_the_checkpoint(upstream, tmp_path):
+    folder = tmp_path / "cuboid"
+    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.01")
+    cmd = [sys.executable, "-m", "mapush"] + [str(a) for a in pipeline_args(folder)]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    phases = folder / "upper" / "phases.log"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if phases.is_file() and "training" in phases.read_text():
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    found = stages(folder)
+    assert found["mid"]["state"] == "done" and found["upper"]["state"] == "stopped"
+    assert found["eval-upper"]["state"] == "pending"
+    assert "run the pipeline again to resume" in err
+    assert list((folder / "upper" / "checkpoints").iterdir())  # the stop's checkpoint
+    again = run_mapush(pipeline_args(folder), double_env(upstream), cwd=tmp_path, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    found = stages(folder)
+    assert all(s["state"] == "done" for s in found.values())
+    assert again.stderr.count("done, skipped") == 2  # mid and eval-mid
+    assert found["upper"]["command"][:3] == ["mapush", "train", "--resume"]
+    assert json.loads((folder / "upper" / "config.json").read_text())["resumes"]
