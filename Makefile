@@ -21,6 +21,7 @@ GPU ?= 0
 RUN_DIR ?=
 EXTRA ?=
 RUN ?=
+CHECKPOINT ?=
 # make train TASK=go1push_upper: the mid-level policy it drives (mapush train --command-net)
 MID ?=
 # The choices of mapush train (tests/test_makefile.py keeps them equal to mapush.spec/objects).
@@ -65,7 +66,7 @@ _choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error
 _under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
 _check = $(if $(strip $(1)),$(error $(strip $(1))))
 
-_GPU_GOALS := train eval pipeline reproduce doctor smoke-test shell
+_GPU_GOALS := train eval video pipeline reproduce doctor smoke-test shell
 _TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
 
 ifneq ($(filter $(_GPU_GOALS),$(MAKECMDGOALS)),)
@@ -90,7 +91,7 @@ endif
 ifneq ($(filter doctor,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
 endif
-ifneq ($(filter eval,$(MAKECMDGOALS)),)
+ifneq ($(filter eval video report,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
 endif
 # Host checks (docker/host-check.sh) before any Docker call, also as one line and exit 2:
@@ -98,7 +99,7 @@ endif
 # sha256 if any) and BuildKit for `make build`. Skipped by `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 _host_check = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) $(1) 2>&1 >/dev/null))
-_COMPOSE_GOALS := train eval pipeline reproduce doctor smoke-test shell tensorboard tensorboard-stop \
+_COMPOSE_GOALS := train eval video report pipeline reproduce doctor smoke-test shell tensorboard tensorboard-stop \
 	compose-check
 ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _host_check,compose))
@@ -126,7 +127,8 @@ help: ## list the targets and their variables
 	@echo "    GPU=$(GPU)  host GPU index the container gets"
 	@echo "    RUN_DIR=$(or $(RUN_DIR),(empty: runs/<task>/<object>/<algo>/seed<seed>-<time>))"
 	@echo "    EXTRA='$(EXTRA)'  more mapush train options, e.g. '--resume runs/...'"
-	@echo "    RUN=$(or $(RUN),(empty; make eval needs it: RUN=runs/...))"
+	@echo "    RUN=$(or $(RUN),(empty; make eval, video and report need it: RUN=runs/...))"
+	@echo "    CHECKPOINT=$(or $(CHECKPOINT),(empty: RUN's newest; make video))"
 	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
@@ -194,6 +196,14 @@ train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED
 .PHONY: eval
 eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
 	$(COMPOSE) run --rm train mapush eval --run $(RUN) $(EXTRA)
+
+.PHONY: video
+video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/videos/*.mp4
+	$(COMPOSE) run --rm train mapush eval --checkpoint $(or $(CHECKPOINT),$(RUN)) --video $(EXTRA)
+
+.PHONY: report
+report: image ## RUN/report/index.html: curves, eval metrics, videos and config of RUN
+	$(COMPOSE) run --rm --no-deps train mapush report $(RUN) $(EXTRA)
 
 .PHONY: pipeline
 pipeline: image runs-dir ## the whole method for OBJECT: mid level, eval, high level on the best, eval

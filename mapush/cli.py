@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="device of the simulation to check")
     doctor.add_argument("--rl-device", type=device, default="cuda:0",
                         help="device of the policy to check")
+    doctor.add_argument("--video", action="store_true",
+                        help="also check that MQE's camera can render (Vulkan ICD, the "
+                             "graphics capability, the GPU kind)")
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
     smoke = sub.add_parser("smoke", help="short end-to-end GPU check with a JSON report")
@@ -159,14 +162,28 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--object-config", type=existing_file, metavar="FILE",
                     help="evaluate with this object config file (default: the run's copy, "
                          "else $MAPUSH_ROOT/task/<object>/config.py)")
-    ev.add_argument("--out", metavar="FILE",
-                    help="with --run: write the JSON lines here (default: DIR/eval.jsonl)")
-    ev.add_argument("--num-envs", type=positive_int, default=300,
-                    help="envs, each run for its first episode (MAPush's calculator: 300)")
+    ev.add_argument("--out", metavar="PATH",
+                    help="with --run: write the JSON lines to this file (default: "
+                         "DIR/eval.jsonl); with --video: the folder for the videos (default: "
+                         "RUN/videos)")
+    ev.add_argument("--num-envs", type=positive_int, default=None,
+                    help="envs, each run for its first episode (default: 300, MAPush's "
+                         "calculator; 1 with --video)")
+    ev.add_argument("--video", action="store_true",
+                    help="record env 0 through MQE's camera into RUN/videos/"
+                         "<checkpoint>-ep<k>-<success|fail>.mp4 (H.264) instead of the metrics")
+    ev.add_argument("--episodes", type=positive_int, default=1,
+                    help="with --video: episodes of env 0 to record")
     ev.add_argument("--sim-device", type=device, default="cuda:0",
                     help="device of the simulation")
     ev.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
     ev.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
+    report = sub.add_parser("report", help="RUN/report/index.html: curves, eval metrics, "
+                                           "videos and the run's config on one page")
+    report.add_argument("run", metavar="RUN", help="a run directory")
+    report.add_argument("--out", metavar="DIR",
+                        help="where the page and its PNGs go (default: RUN/report)")
+
     pipe = sub.add_parser("pipeline", help="the whole method for one object: mid level, its "
                                            "eval, high level on the best, its eval")
     pipe.add_argument("--object", default="cuboid",
@@ -359,6 +376,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mapush.evaluate import main as eval_main
 
         return eval_main(args)
+    if args.command == "report":
+        from mapush.report import main as report_main
+
+        return report_main(args)
     if args.command == "pipeline":
         from mapush.pipeline import main as pipeline_main
 

@@ -31,6 +31,8 @@ from mapush.run.checkpoints import checkpoints_dir
 from mapush.spec import HARL_ALGOS, UPPER, UPPER_OBS_DIM, RunSpec
 
 EVAL_FILE = "eval.jsonl"
+VIDEO_DIR = "videos"
+DEFAULT_NUM_ENVS = 300  # MAPush's calculator (task/<object>/train.sh)
 METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
 
 
@@ -226,10 +228,50 @@ def _progress(total: int) -> Any:
     return tqdm(total=total, file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
 
 
+def video_folder(info: Dict[str, Any], out: Optional[str]) -> Path:
+    """``--out DIR``, else ``RUN/videos`` of the checkpoint's run; it must be writable."""
+    if out:
+        folder = Path(out)
+    else:
+        checkpoint = Path(info["checkpoint"])
+        run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else \
+            checkpoint.parent
+        folder = run / VIDEO_DIR
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not os.access(str(probe), os.W_OK):
+        raise UsageError("--video: %s is not writable (a read-only run such as the image's "
+                         "/opt/mapush): pass --out DIR" % folder)
+    return folder
+
+
+def check_rendering() -> None:
+    """``--video`` needs MQE's camera to render: one line and the fix, before a simulation."""
+    from mapush.diagnostics.doctor import in_container
+    from mapush.diagnostics.rendering import problems
+
+    found = problems(in_container())
+    if found:
+        what, fix = found[0]
+        raise UsageError("--video: cannot render: %s; %s (mapush doctor --video checks)"
+                         % (what, fix))
+
+
 def main(args: argparse.Namespace) -> int:
+    video = getattr(args, "video", False)
+    if getattr(args, "num_envs", None) is None:
+        args.num_envs = 1 if video else DEFAULT_NUM_ENVS
     if getattr(args, "run", None):
+        if video:
+            raise UsageError("--video records one checkpoint: use --checkpoint, not --run")
         return evaluate_run(Path(args.run), args)
     info = describe_request(args.checkpoint, args)
+    if video:
+        check_rendering()
+        folder = video_folder(info, getattr(args, "out", None))
+        info = dict(info, video={"folder": str(folder.resolve()),
+                                 "episodes": int(args.episodes)})
     code, result, _last = evaluate_in_child(info, args, capture_stderr=False)
     if code < 0:
         raise MapushError("evaluating %s: the evaluation process died from %s"
@@ -282,6 +324,66 @@ def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int,
     return result
 
 
+def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
+           episodes: int) -> Dict[str, Any]:
+    """Step ``env`` with ``policy`` until env 0 has ended ``episodes`` episodes, streaming
+    MQE's camera frames into one MP4 per episode (:mod:`mapush.video`), a bar per episode
+    on stderr."""
+    import torch
+
+    from mapush.video import EpisodeRecorder
+
+    steps = int(env.max_episode_length) + 1
+    bar = [None]  # type: List[Any]
+
+    def on_frame(episode: int, frame: int) -> None:
+        if bar[0] is None:
+            bar[0] = _episode_bar(steps, "episode %d/%d" % (episode, episodes))
+        bar[0].update(1)
+
+    recorder = EpisodeRecorder(folder, prefix, episodes, 1.0 / float(env.dt), on_frame)
+    videos = []  # type: List[Dict[str, Any]]
+    env.start_recording()
+    obs = env.reset()
+    limit = episodes * (2 * steps + 10)
+    try:
+        with torch.no_grad():
+            for _ in range(limit):
+                obs, _reward, done, _info = env.step(policy(obs.detach().cpu().numpy()))
+                if bool(done.reshape(-1)[0]):
+                    success = bool(env.finished_buf.reshape(-1)[0])
+                    frames = recorder.frames
+                    path = recorder.end_episode(success)
+                    if bar[0] is not None:
+                        bar[0].close()
+                        bar[0] = None
+                    if path is not None:
+                        videos.append({"episode": len(videos) + 1, "success": success,
+                                       "file": str(path), "frames": frames})
+                        print("mapush eval: episode %d: %s -> %s"
+                              % (len(videos), "success" if success else "fail", path),
+                              file=sys.stderr, flush=True)
+                    if recorder.finished:
+                        break
+                recorder.drain(env)
+    finally:
+        recorder.abort()
+        if bar[0] is not None:
+            bar[0].close()
+    if len(videos) < episodes:
+        raise MapushError("--video: env 0 ended %d of %d episodes in %d steps"
+                          % (len(videos), episodes, limit))
+    return {"videos": videos, "num_envs": int(env.num_envs)}
+
+
+def _episode_bar(total: int, desc: str) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _TextBar(total)
+    return tqdm(total=total, desc=desc, unit="frame", file=sys.stderr, dynamic_ncols=True)
+
+
 def _ppo_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], Any]:
     from openrl.modules.common import PPONet
     from openrl.runners.common import PPOAgent
@@ -331,13 +433,20 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
                    rl_device=request["rl_device"], config=request.get("config"),
                    object_config=request.get("object_config"),
                    command_net=request.get("command_net"))
+    video = request.get("video")
+    if video:
+        spec = spec.with_changes(record_video=True)
     env, _cfg = sim.make_env(spec)
     if spec.algo in HARL_ALGOS:
         policy = _harl_policy(env, spec, checkpoint)
     else:
         policy = _ppo_policy(env, spec, checkpoint)
-    max_steps = 2 * int(env.max_episode_length) + 10
-    metrics = calculator(env, policy, max_steps, progress=bool(request.get("progress")))
+    if video:
+        metrics = record(env, policy, Path(video["folder"]), checkpoint.name,
+                         int(video["episodes"]))
+    else:
+        max_steps = 2 * int(env.max_episode_length) + 10
+        metrics = calculator(env, policy, max_steps, progress=bool(request.get("progress")))
     result = {"checkpoint": str(checkpoint), "step": request.get("step"), "algo": spec.algo,
               "task": spec.task, "object": spec.object, "origin": request.get("origin"),
               "object_config": spec.object_config, "seed": spec.seed}

@@ -43,7 +43,10 @@ def test_gpu_services_reserve_the_selected_gpu():
     services = config("--profile", "gpu", env={"GPU": "2"})["services"]
     for name in GPU_SERVICES:
         devices = services[name]["deploy"]["resources"]["reservations"]["devices"]
-        assert devices == [{"driver": "nvidia", "device_ids": ["2"], "capabilities": ["gpu"]}], name
+        assert devices == [{"driver": "nvidia", "device_ids": ["2"],
+                            "capabilities": ["gpu", "compute", "utility", "graphics"]}], name
+        # the video camera renders through Vulkan: the graphics driver capability
+        assert services[name]["environment"]["NVIDIA_DRIVER_CAPABILITIES"] == "all", name
     assert config("--profile", "gpu")["services"]["train"]["deploy"]["resources"][
         "reservations"]["devices"][0]["device_ids"] == ["0"]
 
@@ -66,7 +69,10 @@ def test_train_defaults_match_the_makefile(full):
     makefile = (REPO / "Makefile").read_text()
 
     def default(name: str) -> str:
-        return re.search(r"^%s \?= (.*)$" % name, makefile, re.M).group(1).strip()
+        value = re.search(r"^%s \?= (.*)$" % name, makefile, re.M).group(1).strip()
+        # NUM_ENVS: $(if $(filter go1push_upper,$(TASK)),500,200) -> the default TASK's 200
+        conditional = re.match(r"^\$\(if \$\(filter \S+,\$\(TASK\)\),(\w+),(\w+)\)$", value)
+        return conditional.group(2) if conditional else value
 
     command = full["train"]["command"]
     assert command[:2] == ["mapush", "train"]

@@ -186,6 +186,8 @@ sim.make_env(spec)
 
     record = json.loads((tmp_path / pb.BUDGET_FILE).read_text())
     assert record["shapes_per_env"] == 2 * pb.SHAPES_PER_GO1 + 1 + 2
+    # robots, box, target area, final target, 2 obstacles (go1_object.py:95-120)
+    assert record["actors_per_env"] == 2 + 1 + 1 + 1 + 2
 
 
 # -- the pipeline ----------------------------------------------------------------------

@@ -157,7 +157,7 @@ def test_options_from_the_environment_are_used_too():
     ("NUM_ENVS", "2 00", "NUM_ENVS='2 00' is not a positive integer"),
     ("ALGO", "foo", "ALGO='foo' is not one of: ppo happo mappo hatrpo"),
     ("OBJECT", "sphere", "OBJECT='sphere' is not one of: cuboid Tblock cylinder"),
-    ("TASK", "go1push_upper", "TASK='go1push_upper' is not one of"),
+    ("TASK", "go1push_top", "TASK='go1push_top' is not one of"),
     ("SEED", "-1", "SEED='-1' is not a non-negative integer"),
     ("STEPS", "1e6", "STEPS='1e6' is not a positive integer"),
     ("GPU", "cuda:1", "GPU='cuda:1' is not a non-negative integer"),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mapush.smoke import MARKER, prepare_workdir, run_smoke
-from mapush.smoke.events import read_scalars
+from mapush.events import read_scalars
 from mapush.smoke.runner import (FAILED, PASSED, SKIPPED, Stage, StageContext, StageFailure,
                                  group_members)
 from mapush.smoke import stages as smoke_stages

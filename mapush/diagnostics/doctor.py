@@ -87,6 +87,7 @@ class Options:
     sim_device: str = "cuda:0"
     rl_device: str = "cuda:0"
     object: Optional[str] = None
+    video: bool = False
 
     @property
     def uses_gpu(self) -> bool:
@@ -374,6 +375,24 @@ def check_mapush(opts: Options, _state: Dict[str, Any]) -> Check:
     return Check("mapush", OK, "MAPush at %s, objects: %s" % (root, ", ".join(objects)))
 
 
+def check_rendering(opts: Options, facts: Optional[GpuFacts]) -> Check:
+    """``--video``: MQE's camera renders through Vulkan (mapush/diagnostics/rendering.py)."""
+    from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
+
+    found = problems(in_container())
+    if found:
+        return Check("rendering", FAIL, "; ".join(what for what, _fix in found),
+                     "; ".join(fix for _what, fix in found))
+    names = [d.name for d in facts.devices] if facts is not None else []
+    risky = datacenter_gpu(names)
+    if risky:
+        return Check("rendering", WARN, "%s: MAPush's README reports that rendering (the "
+                     "video camera) segfaults on datacenter GPUs (A100/A800; H100 likewise "
+                     "has no display engine)" % risky, NO_RENDER_FIX)
+    return Check("rendering", OK, "Vulkan ICD found%s" % (
+        ", graphics capability set" if in_container() else ""))
+
+
 # --- running them -----------------------------------------------------------------------
 
 def run_checks(opts: Options, facts: Optional[GpuFacts] = None,
@@ -399,6 +418,8 @@ def run_checks(opts: Options, facts: Optional[GpuFacts] = None,
     state = {}  # type: Dict[str, Any]
     for check in (check_isaacgym, check_gymtorch, check_patches, check_mapush):
         checks.append(check(opts, state))
+    if opts.video:
+        checks.append(check_rendering(opts, facts))
     return checks, facts
 
 
@@ -435,7 +456,7 @@ def preflight(spec: RunSpec) -> List[Check]:
 
 def main(args: Any) -> int:
     opts = Options(num_envs=args.num_envs, sim_device=args.sim_device, rl_device=args.rl_device,
-                   object=getattr(args, "object", None))
+                   object=getattr(args, "object", None), video=getattr(args, "video", False))
     checks, facts = run_checks(opts)
     if getattr(args, "json", False):
         print(json.dumps(report(checks, facts, opts), indent=2, sort_keys=True, default=str))

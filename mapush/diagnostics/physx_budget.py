@@ -68,6 +68,7 @@ class TaskBodies:
     shapes_per_robot: int = SHAPES_PER_GO1
     object_shapes: int = 1
     other_shapes: int = 0   # obstacles, and targets that collide
+    actors: int = 0         # every actor of the env (recorded; targets may have no shape)
 
     @property
     def shapes(self) -> int:
@@ -79,7 +80,7 @@ class TaskBodies:
         others = (int(facts.target_collides)
                   + int(facts.final_target and facts.final_target_collides)
                   + (facts.num_obs if facts.obstacles_collide else 0))
-        return cls(robots=facts.num_agents, other_shapes=others)
+        return cls(robots=facts.num_agents, other_shapes=others, actors=facts.actors)
 
 
 def contacts_needed(num_envs: int, bodies: TaskBodies) -> int:
@@ -217,7 +218,8 @@ def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Op
     if run_dir.is_dir():
         try:
             write_json(run_dir / BUDGET_FILE, dict(budget.to_dict(), device=device,
-                                                   shapes_per_env=bodies.shapes))
+                                                   shapes_per_env=bodies.shapes,
+                                                   actors_per_env=bodies.actors))
         except OSError:
             pass
     if not budget.fits:

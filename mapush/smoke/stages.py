@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from mapush.run.checkpoints import list_checkpoints
 from mapush.run.phases import read_phases
-from mapush.smoke.events import event_files, read_scalars
+from mapush.events import event_files, read_scalars
 from mapush.smoke.runner import ChildResult, Stage, StageContext, StageFailure
 
 # Sizes: tiny, so the whole run takes minutes on a mid-range GPU (and a minute or two on the

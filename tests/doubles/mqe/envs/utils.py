@@ -172,6 +172,13 @@ class Go1PushMidDouble(object):
         self._state = torch.zeros(n, self.num_agents, obs_dim, device=dev)
         self._steps = 0
         self._leak = []
+        # The camera of record_video (mqe/envs/base/legged_robot.py:1171-1178).
+        self.record_now = False
+        self.video_frames = []
+        self.complete_video_frames = []
+        if cfg.env.record_video:
+            self.recording_size = (int(cfg.env.recording_height_px),
+                                   int(cfg.env.recording_width_px))
         log = os.environ.get("MQE_DOUBLE_LOG")
         if log:
             with open(log, "a") as fh:
@@ -188,6 +195,51 @@ class Go1PushMidDouble(object):
         self._state.zero_()
         self.episode_length_buf.zero_()
         return self._state.clone()
+
+    # -- MQE's recording API (legged_robot.py:1180-1212), with a synthetic picture ----------
+    def start_recording(self):
+        self.complete_video_frames = []
+        self.record_now = True
+
+    def pause_recording(self):
+        self.complete_video_frames = []
+        self.video_frames = []
+        self.record_now = False
+
+    def get_complete_frames(self):
+        if self.complete_video_frames is None:
+            return []
+        return self.complete_video_frames
+
+    def store_recording(self, env_ids):
+        if self.cfg.env.record_video and 0 in env_ids:
+            if self.complete_video_frames is None:
+                self.complete_video_frames = []
+            else:
+                self.complete_video_frames = self.video_frames[:]
+            self.video_frames = []
+
+    def _render_headless(self):
+        """Env 0 seen from above: a grey floor, the box (white) moving towards the target
+        (green) as the episode goes on, and one coloured square per robot; RGBA uint8 of
+        ``(recording_height_px, recording_width_px, 4)``, as Isaac Gym's camera returns."""
+        if not (self.record_now and self.complete_video_frames is not None
+                and len(self.complete_video_frames) == 0):
+            return
+        h, w = self.recording_size
+        frame = np.full((h, w, 4), 90, dtype=np.uint8)
+        frame[:, :, 3] = 255
+        unit = max(2, min(h, w) // 12)
+        progress = float(self.episode_length_buf[0]) / max(1, self.max_episode_length)
+        frame[h // 2 - unit:h // 2 + unit, w - 3 * unit:w - unit, :3] = (40, 200, 60)
+        bx = int(unit + progress * (w - 5 * unit))
+        frame[h // 2 - unit:h // 2 + unit, bx:bx + 2 * unit, :3] = 235
+        for i in range(self.num_agents):
+            y = int((i + 1) * h / (self.num_agents + 1))
+            x = max(0, bx - 2 * unit)
+            frame[y:y + unit, x:x + unit, :3] = ((200, 40, 40), (40, 80, 220),
+                                                 (230, 180, 30))[i % 3]
+        self.video_frames.append(frame)
 
     def _check_termination(self):
         """Termination and the calculator's first-episode buffers, in upstream's order."""
@@ -290,7 +342,11 @@ class Go1PushMidDouble(object):
         self._state = torch.roll(self._state, 1, dims=2)
         self._state[:, :, 0] = actions[:, :, 0]
         self._state[:, :, 1] = self.episode_length_buf.float().unsqueeze(1) / self.max_episode_length
+        if self.cfg.env.record_video and bool(termination[0]):
+            self.store_recording([0])  # reset_idx (legged_robot.py:256)
         self.episode_length_buf[termination] = 0
+        if self.cfg.env.record_video:
+            self._render_headless()  # the end of step (legged_robot.py:185)
         return self._state.clone(), reward, termination, {}
 
 

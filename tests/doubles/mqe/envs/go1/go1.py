@@ -14,6 +14,8 @@ class Go1Cfg(object):
         num_npcs = 0                   # mqe/envs/base/legged_robot_config.py:43
         episode_length_s = 5           # mqe/envs/go1/go1_config.py:45
         record_video = True            # mqe/envs/go1/go1_config.py:49
+        recording_width_px = 360 * 3   # :51 (the camera on env 0)
+        recording_height_px = 360 * 3  # :52
 
     class sim(object):
         dt = 0.005                     # mqe/envs/base/legged_robot_config.py:212

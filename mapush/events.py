@@ -1,7 +1,8 @@
 """Read scalar series out of TensorBoard event files without TensorBoard.
 
-The smoke test checks the memory the trainers logged; importing TensorBoard (and its
-TensorFlow shims) for that would be slow and one more thing to break. An event file is a
+The smoke test checks the memory the trainers logged and ``mapush report`` draws the
+curves; importing TensorBoard (and its TensorFlow shims) for that would be slow and one more
+thing to break. An event file is a
 sequence of TFRecords, each an ``Event`` protobuf; we decode the few fields scalars use:
 ``Event.step`` (2), ``Event.summary`` (5) -> ``Summary.value`` (1) -> ``tag`` (1) and
 ``simple_value`` (2) or a one-element float/double ``tensor`` (8).

@@ -1,0 +1,56 @@
+"""Can this process render MQE's camera? Checked before a simulation starts.
+
+``record_video`` adds a 1080x1080 camera sensor to env 0 (``mqe/utils/helpers.py:279-301``);
+Isaac Gym renders camera sensors through Vulkan on the GPU, so it needs the NVIDIA Vulkan ICD
+(``nvidia_icd.json``: the image installs the one from the Isaac Gym tarball, as NVIDIA's own
+Isaac Gym Dockerfile does) and, in a container, the ``graphics`` driver capability (so that
+the NVIDIA container runtime mounts the driver's Vulkan and EGL libraries). MAPush's README
+warns that rendering segfaults on A100/A800; H100 and the other datacenter GPUs without
+display engines are of the same kind.
+"""
+import os
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+ICD_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES")
+ICD_PATHS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json")
+DATACENTER = ("A100", "A800", "H100", "H800", "H200", "A30", "B100", "B200")
+NO_RENDER_FIX = ("record on a workstation GPU (RTX/Quadro class, with display engines): train "
+                 "here, copy the run and run 'mapush eval --checkpoint RUN --video' there")
+
+
+def icd_files() -> List[Path]:
+    """The Vulkan ICD files this process would load (the loader's variables win)."""
+    for name in ICD_ENV:
+        value = os.environ.get(name)
+        if value:
+            return [Path(p) for p in value.split(os.pathsep) if p]
+    return [Path(p) for p in ICD_PATHS]
+
+
+def problems(in_container: bool) -> List[Tuple[str, str]]:
+    """``(what is wrong, the fix)`` for each missing piece of rendering support."""
+    found = []
+    files = icd_files()
+    if not any(f.is_file() for f in files):
+        found.append(("no NVIDIA Vulkan ICD (%s)" % ", ".join(str(f) for f in files),
+                      "use the image (it installs isaacgym/docker/nvidia_icd.json from the "
+                      "tarball), or point VK_ICD_FILENAMES at the driver's nvidia_icd.json"))
+    if in_container:
+        caps = os.environ.get("NVIDIA_DRIVER_CAPABILITIES", "")
+        names = {c.strip() for c in caps.split(",")}
+        if not ({"all", "graphics"} & names):
+            found.append(("this container lacks the NVIDIA 'graphics' driver capability "
+                          "(NVIDIA_DRIVER_CAPABILITIES=%r)" % caps,
+                          "run it with NVIDIA_DRIVER_CAPABILITIES=all (make and compose set it)"
+                          ", or docker run --gpus 'all,\"capabilities=graphics,compute,"
+                          "utility\"'"))
+    return found
+
+
+def datacenter_gpu(names: List[str]) -> Optional[str]:
+    """The first GPU name of a kind whose rendering MAPush's README warns about."""
+    for name in names:
+        if any(model in name.upper() for model in DATACENTER):
+            return name
+    return None

@@ -1,0 +1,234 @@
+"""``mapush report RUN``: one page a person can look at, ``RUN/report/index.html``.
+
+From what the run already holds: its TensorBoard events (``logs/``, read without TensorBoard
+by :mod:`mapush.events`), ``eval.jsonl``, ``videos/`` and ``config.json``. The curves are
+PNGs beside the page, drawn with matplotlib's headless Agg backend: reward terms, success
+rate and finished time, the trainer's losses, env steps per second, GPU memory. When the
+MAPush tree holds the authors' run for the same object and task
+(``$MAPUSH_ROOT/results/<run>/``, see :mod:`mapush.checkpoint_source`), their TensorBoard
+curves (``logs/<term>/``, tags without our ``reward/``/``train/`` prefix) and the success
+rates of their ``success_rate.txt`` are drawn on the same axes. Whatever the run does not
+have yet (no eval, no video) is named on the page with the command that makes it.
+"""
+import argparse
+import html
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from mapush.errors import UsageError
+from mapush.events import Scalars, event_files, read_scalars
+from mapush.run.atomic import write_text
+
+REPORT_DIR = "report"
+PAGE = "index.html"
+# (file, title, tag prefixes or tags, their tag for each of ours)
+PANELS = (
+    ("metrics.png", "Success rate and finished time (training episodes)",
+     ("metrics/success_rate", "metrics/finished_time")),
+    ("rewards.png", "Reward terms (per env and step)", ("reward/",)),
+    ("losses.png", "Losses and gradients", ("train/",)),
+    ("speed.png", "Environment steps per second", ("perf/env_steps_per_s",)),
+    ("memory.png", "Memory", ("memory/",)),
+)
+
+
+def _say(text: str) -> None:
+    print("mapush report: %s" % text, file=sys.stderr, flush=True)
+
+
+def _matplotlib() -> Any:
+    os.environ["MPLBACKEND"] = "Agg"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _select(scalars: Scalars, keys: Tuple[str, ...]) -> List[str]:
+    return sorted(tag for tag in scalars
+                  if any(tag == k or (k.endswith("/") and tag.startswith(k)) for k in keys))
+
+
+def their_tag(tag: str) -> str:
+    """The authors' tag for one of ours: OpenRL logged each term under its bare name."""
+    return tag.split("/", 1)[1] if tag.startswith(("reward/", "train/")) else tag
+
+
+def authors_run(run_config: Dict[str, Any]) -> Optional[Path]:
+    """The authors' results folder for the run's object and task, when the tree has it."""
+    from mapush.objects import mapush_root
+    from mapush.reproduce import authors_runs
+
+    spec = run_config.get("spec", {})
+    if spec.get("task", "go1push_mid") != "go1push_mid":
+        return None
+    return authors_runs(mapush_root() / "results").get(spec.get("object"))
+
+
+def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
+               theirs: Scalars) -> None:
+    cols = min(3, len(tags))
+    rows = (len(tags) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    for ax in axes.flat[len(tags):]:
+        ax.axis("off")
+    for ax, tag in zip(axes.flat, tags):
+        steps, values = zip(*scalars[tag])
+        ax.plot(steps, values, "o-", markersize=3, color="tab:blue", label="this run")
+        other = theirs.get(their_tag(tag))
+        if other:
+            ax.plot(*zip(*other), "-", color="tab:orange", alpha=0.8, label="authors")
+            ax.legend(fontsize=7)
+        ax.set_title(tag, fontsize=9)
+        ax.set_xlabel("env steps", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=90)
+    plt.close(fig)
+
+
+def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
+              theirs: Dict[int, Dict[str, float]]) -> None:
+    keys = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3), squeeze=False)
+    for ax, key in zip(axes.flat, keys):
+        points = [(r["step"], r[key]) for r in records
+                  if r.get(key) is not None and r.get("step") is not None]
+        if points:
+            ax.plot(*zip(*sorted(points)), "o-", color="tab:blue", label="this run")
+        other = sorted((step, f[key]) for step, f in theirs.items() if key in f)
+        if other:
+            ax.plot(*zip(*other), "s--", color="tab:orange", label="authors")
+        if points or other:
+            ax.legend(fontsize=7)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("checkpoint (env steps)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=90)
+    plt.close(fig)
+
+
+def _table(rows: List[List[Any]], head: List[str]) -> str:
+    out = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % html.escape(h) for h in head)]
+    for row in rows:
+        out.append("<tr>%s</tr>" % "".join(
+            "<td>%s</td>" % html.escape("-" if v is None else
+                                        ("%.4g" % v if isinstance(v, float) else str(v)))
+            for v in row))
+    return "".join(out) + "</table>"
+
+
+def _missing(what: str, command: str) -> str:
+    return ("<p class=\"missing\">No %s yet: <code>%s</code></p>"
+            % (html.escape(what), html.escape(command)))
+
+
+def build(run: Path, out: Path) -> Path:
+    """Write ``out/index.html`` and its PNGs for ``run``; returns the page."""
+    run_config = json.loads((run / "config.json").read_text()) \
+        if (run / "config.json").is_file() else {}
+    logs = run / "logs"
+    if not logs.is_dir() or not event_files(logs):
+        raise UsageError("%s has no TensorBoard events (%s): train it first (make train), "
+                         "or pass a run directory" % (run, logs))
+    out.mkdir(parents=True, exist_ok=True)
+    plt = _matplotlib()
+    _say("reading the events in %s" % logs)
+    scalars = read_scalars(logs)
+    theirs_run = authors_run(run_config)
+    theirs = read_scalars(theirs_run / "logs") if theirs_run is not None and \
+        (theirs_run / "logs").is_dir() else {}
+    spec = run_config.get("spec", {})
+    sections = []
+    images = []
+    for name, title, keys in PANELS:
+        tags = [t for t in _select(scalars, keys) if scalars[t]]
+        if not tags:
+            continue
+        _say("drawing %s (%d curves)" % (name, len(tags)))
+        draw_panel(plt, out / name, tags, scalars, theirs)
+        images.append(name)
+        sections.append("<h2>%s</h2><img src=\"%s\" alt=\"%s\">"
+                        % (html.escape(title), name, html.escape(title)))
+
+    records = []  # type: List[Dict[str, Any]]
+    if (run / "eval.jsonl").is_file():
+        records = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()
+                   if line.strip()]
+    their_table = {}  # type: Dict[int, Dict[str, float]]
+    if theirs_run is not None:
+        from mapush.checkpoint_source import SUCCESS_FILE, parse_success_rate
+
+        their_table = parse_success_rate((theirs_run / SUCCESS_FILE).read_text())
+    if records:
+        _say("drawing eval.png (%d checkpoints)" % len(records))
+        draw_eval(plt, out / "eval.png", records, their_table)
+        images.append("eval.png")
+        sections.append("<h2>Evaluation per checkpoint (MAPush's calculator)</h2>"
+                        "<img src=\"eval.png\" alt=\"evaluation\">" + _table(
+            [[r.get("step"), r.get("success_rate"), r.get("finished_time"),
+              r.get("collision_degree"), r.get("collaboration_degree"), r.get("error")]
+             for r in records],
+            ["step", "success rate", "finished time (s)", "collision degree",
+             "collaboration degree", "error"]))
+    else:
+        sections.append("<h2>Evaluation</h2>" + _missing(
+            "evaluation (eval.jsonl)", "make eval RUN=%s  (mapush eval --run %s)" % (run, run)))
+
+    videos = sorted((run / "videos").glob("*.mp4")) if (run / "videos").is_dir() else []
+    if videos:
+        rel = os.path.relpath(str(run / "videos"), str(out))
+        sections.append("<h2>Videos (env 0)</h2>" + "".join(
+            "<figure><video src=\"%s/%s\" controls muted preload=\"metadata\" width=\"360\">"
+            "</video><figcaption>%s</figcaption></figure>"
+            % (html.escape(rel), html.escape(v.name), html.escape(v.name)) for v in videos))
+    else:
+        sections.append("<h2>Videos</h2>" + _missing(
+            "video", "make video RUN=%s  (mapush eval --checkpoint %s --video)" % (run, run)))
+
+    provenance = run_config.get("provenance", {})
+    pins = provenance.get("pins", {})
+    patches = ["%s: %s" % (r.get("component"), ", ".join(p.get("name", "?")
+                                                           for p in r.get("patches", [])))
+               for r in provenance.get("patches", [])]
+    summary = [["algorithm", spec.get("algo")], ["task", spec.get("task")],
+               ["object", spec.get("object")], ["envs", spec.get("num_envs")],
+               ["steps", spec.get("steps")], ["seed", spec.get("seed")],
+               ["MAPush", pins.get("MAPUSH_COMMIT")], ["HARL", pins.get("HARL_COMMIT")],
+               ["OpenRL", pins.get("OPENRL_VERSION")], ["torch", pins.get("TORCH_VERSION")],
+               ["patches", "; ".join(patches) or None],
+               ["not recorded", "; ".join(provenance.get("incomplete", [])) or None]]
+    if theirs_run is not None:
+        summary.append(["authors' run", str(theirs_run)])
+    sections.insert(0, "<h2>Run</h2>" + _table(summary, ["", ""]))
+    page = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>%(title)s</title>
+<style>body{font-family:sans-serif;margin:2em;max-width:1400px}img{max-width:100%%}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px}
+figure{display:inline-block;margin:0 1em 1em 0}.missing{color:#a40}</style></head>
+<body><h1>%(title)s</h1>%(body)s</body></html>
+""" % {"title": html.escape("MAPush run %s" % run.name), "body": "\n".join(sections)}
+    write_text(out / PAGE, page)
+    _say("%s (%d images, %d videos)" % (out / PAGE, len(images), len(videos)))
+    return out / PAGE
+
+
+def main(args: argparse.Namespace) -> int:
+    run = Path(args.run)
+    if not run.is_dir():
+        raise UsageError("RUN %s: no such run directory" % run)
+    out = Path(args.out) if args.out else run / REPORT_DIR
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not os.access(str(probe), os.W_OK):
+        raise UsageError("%s is not writable: pass --out DIR for the report" % probe)
+    page = build(run, out)
+    print(str(page))
+    return 0

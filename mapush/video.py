@@ -1,0 +1,94 @@
+"""Episode videos of env 0, streamed to an H.264 encoder frame by frame.
+
+MQE's camera (``record_video``; ``mqe/envs/base/legged_robot.py:1171-1212``) renders env 0
+each step once ``start_recording()`` was called, appends the frame to ``env.video_frames``
+and, when env 0 resets, hands the episode's frames over as ``complete_video_frames`` and
+stops until recording starts again. Holding a whole episode is what must not happen here:
+an 8000-step high-level episode at 1080x1080 RGBA is 37 GB. So after every step the frames
+are taken out of ``video_frames`` as they come and written to ffmpeg (imageio-ffmpeg, pinned
+in the lock: H.264 in MP4, ``yuv420p``, which browsers play); the list stays empty, so MQE
+keeps recording episode after episode. Each episode's file is written under a temporary
+name and renamed to ``<prefix>-ep<k>-<success|fail>.mp4`` when env 0's episode ends.
+"""
+import os
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import numpy as np
+
+FPS_MAX = 60
+
+
+class EpisodeRecorder(object):
+    def __init__(self, folder: Path, prefix: str, episodes: int, fps: float,
+                 on_frame: Optional[Callable[[int, int], None]] = None) -> None:
+        self.folder = Path(folder)
+        self.prefix = prefix
+        self.episodes = int(episodes)
+        self.fps = max(1.0, min(float(fps), FPS_MAX))
+        self.on_frame = on_frame
+        self.done = []  # type: List[Path]
+        self.frames = 0
+        self._writer = None  # type: Any
+        self._tmp = None  # type: Optional[Path]
+        self._size = None  # type: Optional[tuple]
+
+    @property
+    def finished(self) -> bool:
+        return len(self.done) >= self.episodes
+
+    def _open(self, height: int, width: int) -> None:
+        import imageio_ffmpeg
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.folder / (".tmp-%s-ep%d-%d.mp4" % (self.prefix, len(self.done) + 1,
+                                                           os.getpid()))
+        self._size = (height, width)
+        # H.264 needs even sizes: 16-pixel macro blocks are padded by ffmpeg itself.
+        self._writer = imageio_ffmpeg.write_frames(
+            str(self._tmp), (width, height), fps=self.fps, codec="libx264",
+            pix_fmt_in="rgb24", pix_fmt_out="yuv420p", macro_block_size=2,
+            output_params=["-movflags", "+faststart"], ffmpeg_log_level="error")
+        self._writer.send(None)
+
+    def write(self, frame: Any) -> None:
+        """One RGB(A) frame ``(height, width, 3 or 4)``, uint8."""
+        image = np.asarray(frame)
+        if image.ndim != 3 or image.shape[2] not in (3, 4):
+            raise ValueError("a camera frame of shape %s, expected (height, width, 3 or 4)"
+                             % (image.shape,))
+        rgb = np.ascontiguousarray(image[:, :, :3], dtype=np.uint8)
+        if self._writer is None:
+            self._open(rgb.shape[0], rgb.shape[1])
+        self._writer.send(rgb.tobytes())
+        self.frames += 1
+        if self.on_frame is not None:
+            self.on_frame(len(self.done) + 1, self.frames)
+
+    def drain(self, env: Any) -> None:
+        """Stream the frames MQE rendered since the last call, and keep its list empty."""
+        frames = getattr(env, "video_frames", None)
+        while frames:
+            self.write(frames.pop(0))
+
+    def end_episode(self, success: bool) -> Optional[Path]:
+        """Env 0's episode ended: publish its file; None when it had no frame."""
+        if self._writer is None:
+            return None
+        self._writer.close()
+        self._writer = None
+        final = self.folder / ("%s-ep%d-%s.mp4" % (self.prefix, len(self.done) + 1,
+                                                   "success" if success else "fail"))
+        os.replace(str(self._tmp), str(final))
+        self.done.append(final)
+        self.frames = 0
+        return final
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+                if self._tmp is not None and self._tmp.exists():
+                    self._tmp.unlink()
