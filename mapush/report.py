@@ -144,6 +144,8 @@ def build(run: Path, out: Path) -> Path:
     theirs_run = authors_run(run_config)
     theirs = read_scalars(theirs_run / "logs") if theirs_run is not None and \
         (theirs_run / "logs").is_dir() else {}
+    if theirs_run is not None:
+        _say("drawing the authors' curves from %s beside this run's" % theirs_run)
     spec = run_config.get("spec", {})
     sections = []
     images = []

@@ -1,0 +1,261 @@
+"""Seeing the policy: env 0's episodes as H.264 videos, and the run report in a browser.
+
+The double renders a synthetic picture through MQE's recording API (``start_recording``,
+``video_frames``, ``store_recording`` when env 0 resets). The videos are decoded back with
+imageio-ffmpeg, the library that wrote them. The report is built from a real training run,
+its eval and its videos over the double, and opened in Debian's headless Chromium, which
+must show every image, no broken one, and no error in the page's console.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DOUBLE_ROOT, double_env, run_mapush
+
+NUM_ENVS = 4
+CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
+
+
+def render_env(upstream, tmp, **extra):
+    """The double with rendering support: an NVIDIA Vulkan ICD file, on a host."""
+    icd = Path(tmp) / "nvidia_icd.json"
+    icd.write_text('{"ICD": {"library_path": "libGLX_nvidia.so.0"}}')
+    return double_env(upstream, **dict({"VK_ICD_FILENAMES": icd, "MAPUSH_WHERE": "host"},
+                                       **extra))
+
+
+def one_error(proc):
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def run(upstream, tmp_path_factory):
+    """A PPO run with two checkpoints, evaluated, and two videos of its newest."""
+    tmp = tmp_path_factory.mktemp("seen")
+    config = tmp / "small.yaml"
+    config.write_text("episode_length: 25\nppo_epoch: 1\n")
+    run = tmp / "run"
+    proc = run_mapush(["train", "--num-envs", NUM_ENVS, "--steps", 200,
+                       "--checkpoint-interval", 100, "--config", config, "--run-dir", run] + CPU,
+                      double_env(upstream), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_mapush(["eval", "--run", run, "--num-envs", NUM_ENVS] + CPU,
+                      double_env(upstream), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    video = run_mapush(["eval", "--checkpoint", run, "--video", "--episodes", 2] + CPU,
+                       render_env(upstream, tmp), cwd=tmp)
+    assert video.returncode == 0, video.stderr[-3000:]
+    return {"run": run, "tmp": tmp, "video": video}
+
+
+def test_videos_of_env_0_are_h264_with_the_outcome_in_the_name(run):
+    import imageio_ffmpeg
+
+    result = json.loads(run["video"].stdout.strip().splitlines()[-1])
+    videos = result["videos"]
+    names = [Path(v["file"]).name for v in videos]
+    assert names == ["rl_model_200_steps-ep1-success.mp4", "rl_model_200_steps-ep2-success.mp4"]
+    assert sorted(p.name for p in (run["run"] / "videos").iterdir()) == names  # no temporaries
+    for video in videos:
+        reader = imageio_ffmpeg.read_frames(video["file"])
+        meta = next(reader)
+        frames = sum(1 for _ in reader)
+        assert meta["codec"] == "h264" and meta["size"] == (1080, 1080)  # go1_config.py:51-52
+        assert frames == video["frames"] > 0
+        assert meta["fps"] == pytest.approx(10.0)  # 1 / dt of the double (decimation 2 x 0.05)
+    assert "episode 1/2" in run["video"].stderr  # a bar per episode
+
+
+def test_a_failed_episode_says_so_in_its_name(upstream, run, tmp_path):
+    out = tmp_path / "videos"
+    proc = run_mapush(["eval", "--checkpoint", run["run"], "--video", "--out", out] + CPU,
+                      render_env(upstream, tmp_path, MQE_DOUBLE_SUCCESS_ENVS="none"),
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [p.name for p in out.iterdir()] == ["rl_model_200_steps-ep1-fail.mp4"]
+
+
+def test_frames_are_streamed_never_held():
+    """Every frame MQE appends is written and taken out at once: the list never grows."""
+    import numpy as np
+
+    from mapush.video import EpisodeRecorder
+
+    class Camera(object):
+        video_frames = []
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        recorder = EpisodeRecorder(Path(folder), "ck", episodes=1, fps=50)
+        env = Camera()
+        sizes = []
+        for step in range(30):
+            env.video_frames.append(np.full((48, 64, 4), step * 8, dtype=np.uint8))
+            recorder.drain(env)
+            sizes.append(len(env.video_frames))
+        path = recorder.end_episode(success=False)
+        assert sizes == [0] * 30 and recorder.finished
+        assert path.name == "ck-ep1-fail.mp4" and path.stat().st_size > 0
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("no-icd", "no NVIDIA Vulkan ICD"),
+    ("no-graphics", "lacks the NVIDIA 'graphics' driver capability"),
+])
+def test_video_without_rendering_support_stops_before_the_simulation(upstream, run, tmp_path,
+                                                                     case, needle):
+    log = tmp_path / "env.jsonl"
+    if case == "no-icd":
+        env = double_env(upstream, VK_ICD_FILENAMES=tmp_path / "none.json", MAPUSH_WHERE="host",
+                         MQE_DOUBLE_LOG=log)
+    else:
+        env = render_env(upstream, tmp_path, MAPUSH_WHERE="container",
+                         NVIDIA_DRIVER_CAPABILITIES="compute,utility", MQE_DOUBLE_LOG=log)
+    proc = run_mapush(["eval", "--checkpoint", run["run"], "--video"] + CPU, env, cwd=tmp_path)
+    error = one_error(proc)
+    assert needle in error and "mapush doctor --video" in error
+    assert not log.exists()
+
+
+# -- the report --------------------------------------------------------------------------
+def chromium():
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not path:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide Debian's chromium (see .ci/run)")
+        pytest.skip("no chromium (apt-get install chromium)")
+    return path
+
+
+CHECK = """<script>
+window.__errors = [];
+window.addEventListener("error", function (e) {
+  window.__errors.push(String(e.message || (e.target && e.target.src) || e.type));
+}, true);
+var log = console.error;
+console.error = function () { window.__errors.push([].join.call(arguments, " ")); };
+window.addEventListener("load", function () {
+  var images = [].slice.call(document.images);
+  var broken = images.filter(function (i) { return !i.complete || i.naturalWidth === 0; });
+  document.body.setAttribute("data-images", images.length);
+  document.body.setAttribute("data-broken", broken.map(function (i) { return i.src; }).join(" "));
+  document.body.setAttribute("data-errors", window.__errors.join(" | "));
+});
+</script>"""
+
+
+def open_in_chromium(page, screenshot):
+    """(images, broken images, page errors, console lines) of ``page`` in headless Chromium,
+    through a copy beside it that records them; a screenshot of the page itself."""
+    probe = page.parent / "_check.html"
+    probe.write_text(page.read_text().replace("<head>", "<head>" + CHECK, 1))
+    browser = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=8000"]
+    try:
+        dom = subprocess.run(browser + ["--dump-dom", probe.as_uri()], capture_output=True,
+                             text=True, timeout=120)
+        shot = subprocess.run(browser + ["--screenshot=%s" % screenshot,
+                                         "--window-size=1400,2400", page.as_uri()],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        probe.unlink()
+    assert shot.returncode == 0 and Path(screenshot).stat().st_size > 10000, shot.stderr[-2000:]
+    import re
+
+    attr = lambda name: re.search(r'data-%s="([^"]*)"' % name, dom.stdout)  # noqa: E731
+    assert attr("images"), dom.stdout[-2000:] + dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() + shot.stderr.splitlines()
+               if "CONSOLE" in line]
+    return (int(attr("images").group(1)), attr("broken").group(1).split(),
+            attr("errors").group(1), console)
+
+
+@pytest.fixture(scope="module")
+def report(upstream, run):
+    proc = run_mapush(["report", run["run"]], double_env(upstream), cwd=run["tmp"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"page": run["run"] / "report" / "index.html", "proc": proc}
+
+
+def test_the_report_shows_curves_metrics_videos_and_config(report, run, tmp_path):
+    page = report["page"]
+    text = page.read_text()
+    for png in ("metrics.png", "rewards.png", "losses.png", "speed.png", "eval.png"):
+        assert (page.parent / png).stat().st_size > 1000, png
+        assert 'src="%s"' % png in text
+    assert text.count("<video") == 2 and "rl_model_200_steps-ep1-success.mp4" in text
+    assert "<td>ppo</td>" in text and "<td>cuboid</td>" in text
+    assert "No evaluation" not in text and "No video" not in text
+    images, broken, errors, console = open_in_chromium(page, tmp_path / "report.png")
+    assert images >= 5 and broken == [] and errors == "" and console == []
+    assert "drawing rewards.png" in report["proc"].stderr  # progress while it builds
+
+
+def test_the_browser_check_catches_a_broken_image(report, tmp_path):
+    """The check above fails when an image is missing: it is not vacuous."""
+    copy = tmp_path / "report"
+    shutil.copytree(str(report["page"].parent), str(copy))
+    (copy / "losses.png").unlink()
+    page = copy / "index.html"
+    page.write_text(page.read_text().replace('src="../videos/', 'src="%s/' % (
+        report["page"].parent.parent / "videos")))
+    _images, broken, errors, _console = open_in_chromium(page, tmp_path / "broken.png")
+    assert [Path(b).name for b in broken] == ["losses.png"] and "losses.png" in errors
+
+
+def test_a_run_without_eval_or_video_names_the_commands(upstream, run, tmp_path):
+    bare = tmp_path / "bare"
+    shutil.copytree(str(run["run"]), str(bare), ignore=shutil.ignore_patterns(
+        "eval.jsonl", "videos", "report"))
+    proc = run_mapush(["report", bare], double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (bare / "report" / "index.html").read_text()
+    assert "No evaluation (eval.jsonl) yet: <code>make eval RUN=%s" % bare in text
+    assert "No video yet: <code>make video RUN=%s" % bare in text
+
+
+def test_the_authors_curves_are_drawn_beside_ours(upstream, run, tmp_path):
+    from tensorboardX import SummaryWriter
+
+    root = tmp_path / "mapush_root"
+    shutil.copytree(str(DOUBLE_ROOT), str(root))
+    theirs = root / "results" / "10-15-23_cuboid"
+    (theirs / "checkpoints" / "rl_model_100_steps").mkdir(parents=True)
+    (theirs / "checkpoints" / "rl_model_100_steps" / "module.pt").write_bytes(b"x")
+    (theirs / "task").mkdir()
+    shutil.copy(str(DOUBLE_ROOT / "task" / "cuboid" / "config.py"), str(theirs / "task"))
+    (theirs / "success_rate.txt").write_text(
+        "Loaded checkpoint from: x/rl_model_100_steps/module.pt\nsuccess rate: 0.25\n")
+    writer = SummaryWriter(str(theirs / "logs" / "push_reward" / "push_reward"))
+    for step in (100, 200):
+        writer.add_scalar("push_reward", 0.5, step)
+    writer.close()
+    proc = run_mapush(["report", run["run"], "--out", tmp_path / "page"],
+                      double_env(upstream, MAPUSH_ROOT=root), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the authors' curves from %s" % theirs in proc.stderr
+    assert str(theirs) in (tmp_path / "page" / "index.html").read_text()
+
+
+def test_report_bad_inputs(upstream, run, tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    proc = run_mapush(["report", empty], double_env(upstream), cwd=tmp_path)
+    assert "has no TensorBoard events" in one_error(proc)
+    from mapush import report
+    from mapush.errors import UsageError
+
+    monkeypatch.setattr(report.os, "access", lambda path, mode: False)
+    import argparse
+
+    with pytest.raises(UsageError, match="is not writable: pass --out DIR"):
+        report.main(argparse.Namespace(run=str(run["run"]), out=None))
