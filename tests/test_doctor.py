@@ -240,3 +240,29 @@ def test_missing_isaacgym_fix_fits_where_the_doctor_runs(healthy, monkeypatch, w
     monkeypatch.setattr(doctor, "probe_isaacgym", lambda: (None, "No module named 'isaacgym'"))
     check = checks_for(facts())["isaacgym"]
     assert check.status == FAIL and needle in check.fix and "make build" in check.fix
+
+
+@pytest.mark.parametrize("gpu, where, env, status, needle", [
+    ("NVIDIA GeForce RTX 4090", "host", {"VK_ICD_FILENAMES": "ICD"}, OK, "Vulkan ICD found"),
+    ("NVIDIA H100 80GB HBM3", "host", {"VK_ICD_FILENAMES": "ICD"}, WARN, "segfaults on datacenter"),
+    ("NVIDIA A100-SXM4-40GB", "container", {"VK_ICD_FILENAMES": "ICD",
+                                            "NVIDIA_DRIVER_CAPABILITIES": "all"}, WARN, "A100"),
+    ("NVIDIA GeForce RTX 4090", "host", {"VK_ICD_FILENAMES": "MISSING"}, FAIL,
+     "no NVIDIA Vulkan ICD"),
+    ("NVIDIA GeForce RTX 4090", "container", {"VK_ICD_FILENAMES": "ICD",
+                                              "NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+     FAIL, "'graphics' driver capability"),
+])
+def test_doctor_video_checks_rendering(healthy, monkeypatch, tmp_path, gpu, where, env, status,
+                                       needle):
+    icd = tmp_path / "nvidia_icd.json"
+    icd.write_text("{}")
+    monkeypatch.setenv("MAPUSH_WHERE", where)
+    for name, value in env.items():
+        monkeypatch.setenv(name, {"ICD": str(icd), "MISSING": str(tmp_path / "no.json")}.get(
+            value, value))
+    check = checks_for(facts(name=gpu, cap=(8, 9)), video=True)["rendering"]
+    assert check.status == status and needle in check.message, check.line()
+    if status == WARN:
+        assert "workstation GPU" in check.fix  # the way out
+    assert "rendering" not in checks_for(facts(name=gpu, cap=(8, 9)))  # only with --video

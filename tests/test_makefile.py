@@ -440,3 +440,36 @@ def test_compose_has_no_fixed_project_name():
     import yaml
 
     assert "name" not in yaml.safe_load((REPO / "compose.yaml").read_text())
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["video", "RUN=runs/a"], "run --rm train mapush eval --checkpoint runs/a --video"),
+    (["video", "RUN=runs/a", "CHECKPOINT=runs/a/checkpoints/x"],
+     "run --rm train mapush eval --checkpoint runs/a/checkpoints/x --video"),
+    (["report", "RUN=runs/a"], "run --rm --no-deps train mapush report runs/a"),
+    (["pipeline", "OBJECT=Tblock", "NUM_ENVS=64"],
+     "run --rm train mapush pipeline --object Tblock --num-envs 64 --seed 1"),
+    (["reproduce", "EXTRA=--checkpoints all"], "run --rm train mapush reproduce --checkpoints all"),
+    (["train", "TASK=go1push_upper", "MID=runs/a"],
+     "mapush train --algo ppo --task go1push_upper --object cuboid --num-envs 500 --seed 1 "
+     "--command-net runs/a"),
+])
+def test_the_targets_of_the_method_and_of_seeing_it(sandbox, args, expect):
+    (sandbox / "runs" / "a").mkdir(parents=True)
+    proc = stubbed(sandbox, args)
+    assert proc.returncode == 0, proc.stderr
+    calls = [re.sub(r"\s+", " ", c) for c in docker_calls(sandbox)]
+    assert any(expect in c for c in calls), calls
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["video"], "RUN is not set"),
+    (["report", "RUN=runs/nope"], "RUN='runs/nope' does not exist"),
+    (["pipeline", "OBJECT=sphere"], "OBJECT='sphere' is not one of"),
+    (["train", "MID=runs/a"], "MID='runs/a' is for TASK=go1push_upper"),
+])
+def test_their_bad_options_stop_before_docker(sandbox, args, needle):
+    (sandbox / "runs" / "a").mkdir(parents=True)
+    proc = stubbed(sandbox, args)
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert docker_calls(sandbox) == []
