@@ -21,13 +21,21 @@ GPU ?= 0
 RUN_DIR ?=
 EXTRA ?=
 RUN ?=
+# make sweep / sweep-report / sif
+SEEDS ?= 1 2 3
+OBJECTS ?= $(OBJECT)
+APPTAINER ?= apptainer
+GPUS ?=
+NAME ?=
+EXECUTOR ?= local
+SIF ?= mapush.sif
 CHECKPOINT ?=
 # make train TASK=go1push_upper: the mid-level policy it drives (mapush train --command-net)
 MID ?=
 # The choices of mapush train (tests/test_makefile.py keeps them equal to mapush.spec/objects).
 ALGOS := ppo happo mappo hatrpo
 TASKS := go1push_mid go1push_upper
-OBJECTS := cuboid Tblock cylinder
+OBJECT_CHOICES := cuboid Tblock cylinder
 
 # Image and Docker. Compose reads the pins from env/pins.env; the shell environment wins.
 IMAGE ?= mapush-env:latest
@@ -76,16 +84,32 @@ ifneq ($(filter train,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
 $(call _check,$(call _choice,ALGO,$(ALGOS)))
 $(call _check,$(call _choice,TASK,$(TASKS)))
-$(call _check,$(call _choice,OBJECT,$(OBJECTS)))
+$(call _check,$(call _choice,OBJECT,$(OBJECT_CHOICES)))
 $(call _check,$(call _uint,SEED,zero,1))
 $(call _check,$(if $(STEPS),$(call _uint,STEPS,,1000000)))
 $(call _check,$(if $(RUN_DIR),$(call _under_runs,RUN_DIR)))
 $(call _check,$(if $(MID),$(if $(filter go1push_upper,$(TASK)),,error: MID='$(MID)' is for TASK=go1push_upper (the mid-level policy the high level drives))))
 $(call _check,$(if $(MID),$(call _under_runs,MID)$(if $(wildcard $(MID)),,error: MID='$(MID)' does not exist (e.g. MID=runs/go1push_mid/cuboid/ppo/seed1-...))))
 endif
+# Lists (make sweep): the words that are not non-negative integers / not among the choices,
+# then one error line naming the first of them.
+_badints = $(strip $(foreach w,$($(1)),$(if $(call _nodigits,$(w)),$(w))))
+_badchoices = $(strip $(foreach w,$($(1)),$(if $(filter $(w),$(2)),,$(w))))
+_intwords = $(if $(strip $($(1))),$(if $(call _badints,$(1)),error: $(1)='$($(1))': '$(firstword $(call _badints,$(1)))' is not a non-negative integer (e.g. $(1)="$(2)")),error: $(1) is empty (e.g. $(1)="$(2)"))
+_choicewords = $(if $(strip $($(1))),$(if $(call _badchoices,$(1),$(2)),error: $(1)='$($(1))': '$(firstword $(call _badchoices,$(1),$(2)))' is not one of: $(2)),error: $(1) is empty (e.g. $(1)="$(word 1,$(2))"))
+ifneq ($(filter sweep,$(MAKECMDGOALS)),)
+$(call _check,$(call _intwords,SEEDS,1 2 3))
+$(call _check,$(call _choicewords,OBJECTS,$(OBJECT_CHOICES)))
+$(call _check,$(call _choicewords,ALGO,$(ALGOS)))
+$(call _check,$(if $(GPUS),$(call _intwords,GPUS,0 1)))
+$(call _check,$(call _choice,EXECUTOR,local slurm))
+endif
+ifneq ($(filter sweep-report,$(MAKECMDGOALS)),)
+$(call _check,$(if $(NAME),$(if $(wildcard runs/sweeps/$(NAME)/sweep.json),,error: NAME='$(NAME)': no runs/sweeps/$(NAME)/sweep.json (make sweep first)),error: NAME is not set: make sweep-report NAME=<a folder of runs/sweeps>))
+endif
 ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
-$(call _check,$(call _choice,OBJECT,$(OBJECTS)))
+$(call _check,$(call _choice,OBJECT,$(OBJECT_CHOICES)))
 $(call _check,$(call _uint,SEED,zero,1))
 endif
 ifneq ($(filter doctor,$(MAKECMDGOALS)),)
@@ -121,7 +145,7 @@ help: ## list the targets and their variables
 	@echo "    NUM_ENVS=$(NUM_ENVS)  envs simulated at once"
 	@echo "    ALGO=$(ALGO)  one of: $(ALGOS)"
 	@echo "    TASK=$(TASK)  one of: $(TASKS)"
-	@echo "    OBJECT=$(OBJECT)  one of: $(OBJECTS)"
+	@echo "    OBJECT=$(OBJECT)  one of: $(OBJECT_CHOICES)"
 	@echo "    SEED=$(SEED)"
 	@echo "    STEPS=$(or $(STEPS),(empty: mapush train's 100000000 env steps))"
 	@echo "    GPU=$(GPU)  host GPU index the container gets"
@@ -136,6 +160,8 @@ help: ## list the targets and their variables
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
+	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
+	@echo "      NAME=$(or $(NAME),(empty: from the grid)) EXECUTOR=$(EXECUTOR) (local slurm)  SIF=$(SIF)"
 
 $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -204,6 +230,25 @@ video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/vide
 .PHONY: report
 report: image ## RUN/report/index.html: curves, eval metrics, videos and config of RUN
 	$(COMPOSE) run --rm --no-deps train mapush report $(RUN) $(EXTRA)
+
+# A sweep runs on the host (plain Python 3, this checkout's mapush): each cell is a
+# `docker compose run` of the training service with only its GPU (GPU=N), one per GPU.
+SWEEP_RUNNER = env GPU={gpu} $(COMPOSE) run --rm train mapush
+SWEEP_ARGS = --seeds "$(SEEDS)" --objects "$(OBJECTS)" --algo "$(ALGO)" \
+	$(if $(GPUS),--gpus "$(GPUS)") $(if $(NAME),--name $(NAME)) --executor $(EXECUTOR)
+
+.PHONY: sweep
+sweep: image runs-dir ## a grid of runs: SEEDS x OBJECTS x ALGO, one per GPU of GPUS (or EXECUTOR=slurm)
+	$(PYTHON) -m mapush sweep $(SWEEP_ARGS) --runner '$(SWEEP_RUNNER)' $(EXTRA)
+
+.PHONY: sweep-report
+sweep-report: image ## mean and std over seeds of sweep NAME -> runs/sweeps/NAME/report/
+	$(COMPOSE) run --rm train mapush sweep --report --name $(NAME) $(EXTRA)
+
+.PHONY: sif
+sif: image ## SIF=mapush.sif: the training image as an Apptainer/Singularity image (for Slurm)
+	@command -v $(APPTAINER) >/dev/null || { echo "error: $(APPTAINER) is not installed (https://apptainer.org/docs/admin/main/installation.html; Singularity works too: make sif APPTAINER=singularity)" >&2; exit 2; }
+	$(APPTAINER) build $(SIF) docker-daemon://$(IMAGE)
 
 .PHONY: pipeline
 pipeline: image runs-dir ## the whole method for OBJECT: mid level, eval, high level on the best, eval

@@ -210,6 +210,40 @@ def build_parser() -> argparse.ArgumentParser:
                       help="device of the simulation")
     pipe.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
 
+    sw = sub.add_parser("sweep", help="a grid of runs (algorithms x objects x seeds): one run "
+                                     "per GPU at a time, or a Slurm job array")
+    sw.add_argument("--seeds", help="seeds, e.g. 1,2,3")
+    sw.add_argument("--objects", help="objects, e.g. cuboid,Tblock,cylinder")
+    sw.add_argument("--algo", default="ppo", help="algorithms, e.g. ppo or ppo,happo")
+    sw.add_argument("--gpus", help="local: the GPUs to use, e.g. 0,1 (default: every GPU "
+                                   "nvidia-smi shows)")
+    sw.add_argument("--executor", default="local", choices=("local", "slurm"),
+                    help="local: one run per GPU on this machine; slurm: a Slurm job array "
+                         "(cluster/sweep.sbatch)")
+    sw.add_argument("--name", help="the sweep's folder under runs/sweeps (default: from the "
+                                   "grid)")
+    sw.add_argument("--status", action="store_true", help="print each cell's state and stop")
+    sw.add_argument("--report", action="store_true",
+                    help="mean and std over seeds of each object and algorithm's final "
+                         "checkpoints, into runs/sweeps/<name>/report/")
+    sw.add_argument("--task", default=MID, choices=(MID,), help="the task of every cell")
+    sw.add_argument("--steps", type=positive_int, help="env steps of each run (default: "
+                                                       "mapush train's)")
+    sw.add_argument("--num-envs", type=positive_int, help="envs of each run (default: "
+                                                          "mapush train's)")
+    sw.add_argument("--config", type=existing_file, metavar="FILE",
+                    help="the algorithm's config override for every run")
+    sw.add_argument("--runner", help="the command that runs `mapush` for a cell; {gpu} is the "
+                                     "cell's GPU (default: this Python's mapush; make sweep "
+                                     "uses docker compose)")
+    sw.add_argument("--eval-envs", type=positive_int, default=300,
+                    help="--report: envs when a cell's final checkpoint is evaluated")
+    sw.add_argument("--root", default="runs/sweeps", metavar="DIR",
+                    help="where sweeps live")
+    sw.add_argument("--sim-device", type=device, default="cuda:0",
+                    help="each run's simulation device (its one visible GPU)")
+    sw.add_argument("--rl-device", type=device, default="cuda:0", help="each run's policy device")
+
     rep = sub.add_parser("reproduce", help="the authors' published checkpoints evaluated "
                                            "beside their own success_rate.txt")
     rep.add_argument("--objects", nargs="+", metavar="OBJECT",
@@ -380,6 +414,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from mapush.report import main as report_main
 
         return report_main(args)
+    if args.command == "sweep":
+        from mapush.sweep import main as sweep_main
+
+        return sweep_main(args)
     if args.command == "pipeline":
         from mapush.pipeline import main as pipeline_main
 

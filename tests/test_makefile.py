@@ -115,7 +115,7 @@ def test_option_choices_match_the_mapush_command():
 
     assert words("ALGOS") == list(ALGOS)
     assert words("TASKS") == list(TASKS)
-    assert words("OBJECTS") == list(KNOWN_OBJECTS)
+    assert words("OBJECT_CHOICES") == list(KNOWN_OBJECTS)
 
 
 def _train_line(stdout: str) -> str:

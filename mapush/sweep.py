@@ -1,0 +1,436 @@
+"""``mapush sweep``: a grid of runs (algorithms x objects x seeds), one run per grid cell.
+
+Two executors, both built on what users already have:
+
+- ``local`` (a workstation): one run per GPU at a time, each started by the runner command
+  (``make sweep``: ``docker compose run`` with only that GPU visible; bare ``mapush``
+  otherwise) with ``CUDA_VISIBLE_DEVICES`` set to the GPU, the rest queued until a GPU is
+  free. This is a worker pool over ``subprocess``, not a scheduler: no priorities, no
+  fairness, no retries; each GPU takes the next cell when its run ends.
+- ``slurm`` (a cluster): the grid becomes one Slurm job array, ``cluster/sweep.sbatch``, one
+  array task per cell with one GPU; Slurm queues, places, preempts and requeues them. On
+  preemption or a time limit, Slurm's SIGTERM (``--signal``) reaches the run, which writes
+  its checkpoint; the script requeues the task, which resumes it.
+
+``runs/sweeps/<name>/sweep.json`` records the grid and each cell's run directory, state
+(pending, running, done, stopped, failed), exit status and times; each cell's run directory
+holds ``cell.json`` with its own state, which the Slurm tasks write. Run again, finished
+cells are skipped and interrupted ones resume from their newest checkpoint (``--resume``).
+Ctrl-C stops every running cell: each writes its final checkpoint, and the sweep exits 0.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from mapush.errors import UsageError
+from mapush.run.atomic import write_json, write_text
+
+SWEEP_FILE = "sweep.json"
+CELL_FILE = "cell.json"
+CELLS_TSV = "cells.tsv"
+EXECUTORS = ("local", "slurm")
+GRID_KEYS = ("algos", "objects", "seeds", "task", "steps", "num_envs", "config", "sim_device",
+             "rl_device")
+SBATCH = Path(__file__).resolve().parent.parent / "cluster" / "sweep.sbatch"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+POLL_S = 0.5
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
+    """``1,2,3`` or ``1 2 3`` (Make passes words); empty or malformed: one UsageError."""
+    words = [w for w in re.split(r"[,\s]+", (raw or "").strip()) if w]
+    if not words:
+        raise UsageError("%s: empty list; give values separated by commas, e.g. %s"
+                         % (option, "1,2,3" if kind is int else "cuboid,Tblock"))
+    values = []
+    for word in words:
+        try:
+            values.append(kind(word))
+        except ValueError:
+            raise UsageError("%s: %r in %r is not %s" % (option, word, raw,
+                                                        "an integer" if kind is int else kind))
+        if kind is int and values[-1] < 0:
+            raise UsageError("%s: %r is negative" % (option, word))
+    if len(set(values)) != len(values):
+        raise UsageError("%s: %r names a value twice" % (option, raw))
+    return values
+
+
+def visible_gpus() -> List[int]:
+    """GPU indices this machine shows (``nvidia-smi``; ``MAPUSH_FAKE_GPU`` in tests)."""
+    from mapush.diagnostics import gpu
+
+    if os.environ.get(gpu.FAKE_ENV):
+        return [d.index for d in gpu.gather().devices]
+    rows, error = gpu.nvidia_smi_query()
+    if rows is None:
+        raise UsageError("--gpus: cannot list this machine's GPUs (%s); the local executor runs "
+                         "one run per GPU" % error)
+    return [row["index"] for row in rows]
+
+
+class Sweep(object):
+    def __init__(self, args: argparse.Namespace) -> None:
+        from mapush.objects import KNOWN_OBJECTS, find_objects
+        from mapush.spec import ALGOS
+
+        self.args = args
+        algos = parse_list("--algo", args.algo)
+        bad = [a for a in algos if a not in ALGOS]
+        if bad:
+            raise UsageError("--algo: %s is not one of %s" % (", ".join(bad), ", ".join(ALGOS)))
+        objects = parse_list("--objects", args.objects)
+        # On a host whose MAPush tree is in the image only, the known objects stand in.
+        found = find_objects() or list(KNOWN_OBJECTS)
+        missing = [o for o in objects if o not in found]
+        if missing:
+            raise UsageError("--objects: %s not in MAPUSH_ROOT's task/ (found: %s)"
+                             % (", ".join(missing), ", ".join(found) or "none"))
+        seeds = parse_list("--seeds", args.seeds, int)
+        self.grid = {"algos": algos, "objects": objects, "seeds": seeds, "task": args.task,
+                     "steps": args.steps, "num_envs": args.num_envs,
+                     # as given: relative to the repository, which is /work in the image
+                     "config": args.config,
+                     "sim_device": args.sim_device, "rl_device": args.rl_device}
+        name = args.name or "%s_%s_seeds%s" % ("-".join(algos), "-".join(objects),
+                                                "-".join(str(s) for s in seeds))
+        if not _NAME.match(name):
+            raise UsageError("--name %r: use letters, digits, '.', '_' and '-'" % name)
+        self.name = name
+        self.dir = Path(args.root) / name
+        self.path = self.dir / SWEEP_FILE
+        self.record = self._load()
+
+    def _load(self) -> Dict[str, Any]:
+        if self.path.is_file():
+            record = json.loads(self.path.read_text())
+            before = record.get("grid", {})
+            changed = [k for k in GRID_KEYS if before.get(k) != self.grid[k]]
+            if changed:
+                raise UsageError("sweep %s exists with another grid (%s: %s there): pass "
+                                 "another --name, or the same grid"
+                                 % (self.name, ", ".join(changed),
+                                    "; ".join(str(before.get(k)) for k in changed)))
+            return record
+        cells = []
+        for algo in self.grid["algos"]:
+            for obj in self.grid["objects"]:
+                for seed in self.grid["seeds"]:
+                    name = "%s-%s-seed%d" % (algo, obj, seed)
+                    cells.append({"name": name, "algo": algo, "object": obj, "seed": seed,
+                                  "run_dir": str(self.dir / name), "state": "pending"})
+        return {"name": self.name, "grid": self.grid, "created": _now(), "cells": cells}
+
+    def save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_json(self.path, self.record)
+
+    # -- a cell ---------------------------------------------------------------------------
+    def devices(self) -> List[str]:
+        return ["--sim-device", self.grid["sim_device"], "--rl-device", self.grid["rl_device"]]
+
+    def new_run_args(self, cell: Dict[str, Any]) -> List[str]:
+        """``mapush train`` options that start a cell's run."""
+        args = ["train", "--algo", cell["algo"], "--task", self.grid["task"], "--object",
+                cell["object"], "--seed", str(cell["seed"]), "--run-dir",
+                cell["run_dir"]] + self.devices()
+        for option, key in (("--steps", "steps"), ("--num-envs", "num_envs"),
+                            ("--config", "config")):
+            if self.grid[key] is not None:
+                args += [option, str(self.grid[key])]
+        return args
+
+    def train_args(self, cell: Dict[str, Any]) -> List[str]:
+        """A new run, or the resume of an interrupted one (it has a checkpoint)."""
+        from mapush.run.checkpoints import latest_checkpoint
+
+        run = Path(cell["run_dir"])
+        if (run / "config.json").is_file() and latest_checkpoint(run) is not None:
+            return ["train", "--resume", str(run)] + self.devices()
+        return self.new_run_args(cell)
+
+    def refresh(self) -> None:
+        """Cell states from the cells' own ``cell.json`` (what Slurm tasks wrote)."""
+        for cell in self.record["cells"]:
+            mine = Path(cell["run_dir"]) / CELL_FILE
+            if mine.is_file():
+                try:
+                    cell.update(json.loads(mine.read_text()))
+                except ValueError:
+                    continue
+
+    def status(self) -> int:
+        self.refresh()
+        print("sweep %s (%s): %s" % (self.name, self.record.get("executor", "not started"),
+                                     self.path))
+        width = max(len(c["name"]) for c in self.record["cells"])
+        for cell in self.record["cells"]:
+            print("  %-*s  %-8s %s%s" % (width, cell["name"], cell["state"],
+                                         "gpu %s " % cell["gpu"] if "gpu" in cell else "",
+                                         "exit %s" % cell["exit"] if "exit" in cell else ""))
+        counts = {}  # type: Dict[str, int]
+        for cell in self.record["cells"]:
+            counts[cell["state"]] = counts.get(cell["state"], 0) + 1
+        print("  " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())))
+        return 0
+
+    # -- local ----------------------------------------------------------------------------
+    def runner(self) -> List[str]:
+        raw = self.args.runner or os.environ.get("MAPUSH_SWEEP_RUNNER")
+        if raw:
+            return shlex.split(raw)
+        return [sys.executable, "-m", "mapush"]
+
+    def run_local(self) -> int:
+        gpus = parse_list("--gpus", self.args.gpus, int) if self.args.gpus else visible_gpus()
+        shown = visible_gpus() if self.args.gpus else gpus
+        unknown = [g for g in gpus if g not in shown]
+        if unknown:
+            raise UsageError("--gpus: GPU %s not shown by nvidia-smi (it shows %s)"
+                             % (", ".join(map(str, unknown)), ", ".join(map(str, shown))
+                                or "none"))
+        if not gpus:
+            raise UsageError("--gpus: this machine shows no GPU")
+        self.record["executor"] = "local"
+        todo = [c for c in self.record["cells"] if c["state"] != "done"]
+        for cell in self.record["cells"]:
+            if cell["state"] == "done":
+                print("mapush sweep: %s: done, skipped" % cell["name"], file=sys.stderr)
+        free = list(gpus)
+        running = {}  # type: Dict[int, Any]
+        stop = []  # type: List[int]
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            if not stop:
+                print("mapush sweep: %s: every running cell stops with a checkpoint; run the "
+                      "sweep again to resume" % signal.Signals(signum).name, file=sys.stderr,
+                      flush=True)
+            stop.append(signum)
+            for proc, _cell in running.values():
+                if proc.poll() is None:
+                    proc.send_signal(signum)
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.save()
+        try:
+            while (todo and not stop) or running:
+                while todo and free and not stop:
+                    gpu, cell = free.pop(0), todo.pop(0)
+                    argv = self.train_args(cell)
+                    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu), GPU=str(gpu))
+                    command = [part.replace("{gpu}", str(gpu)) for part in self.runner()] + argv
+                    print("mapush sweep: %s on GPU %d: %s" % (cell["name"], gpu,
+                                                            " ".join(command)),
+                          file=sys.stderr, flush=True)
+                    cell.update(state="running", gpu=gpu, started=_now(),
+                                command=["mapush"] + argv)
+                    cell.pop("finished", None)
+                    cell.pop("exit", None)
+                    self.save()
+                    running[gpu] = (subprocess.Popen(command, env=env), cell)
+                time.sleep(POLL_S)
+                for gpu in list(running):
+                    proc, cell = running[gpu]
+                    code = proc.poll()
+                    if code is None:
+                        continue
+                    del running[gpu]
+                    free.append(gpu)
+                    state = "stopped" if stop else ("done" if code == 0 else "failed")
+                    cell.update(state=state, exit=code, finished=_now())
+                    write_json(Path(cell["run_dir"]) / CELL_FILE,
+                               {k: cell[k] for k in ("state", "exit", "gpu", "started",
+                                                     "finished")}) \
+                        if Path(cell["run_dir"]).is_dir() else None
+                    self.save()
+                    print("mapush sweep: %s %s (exit %d)" % (cell["name"], state, code),
+                          file=sys.stderr, flush=True)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self.status()
+        failed = [c for c in self.record["cells"] if c["state"] == "failed"]
+        return 1 if failed and not stop else 0
+
+    # -- slurm ----------------------------------------------------------------------------
+    def run_slurm(self) -> int:
+        import shutil
+
+        sbatch = shutil.which("sbatch")
+        if sbatch is None:
+            raise UsageError("--executor slurm: no sbatch on this machine (submit from a Slurm "
+                             "login node; docs/cluster.md)")
+        script = Path(os.environ.get("MAPUSH_SBATCH_SCRIPT", str(SBATCH)))
+        cells = [c for c in self.record["cells"] if c["state"] != "done"]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        table = self.dir / CELLS_TSV
+        write_text(table, "".join("%d\t%s\t%s\n" % (i, c["name"], c["run_dir"])
+                                  for i, c in enumerate(cells)))
+        for index, cell in enumerate(cells):
+            write_text(self.dir / ("cell-%d.args" % index),
+                       "\n".join(self.new_run_args(cell)) + "\n")
+        command = [sbatch, "--parsable", "--array=0-%d" % (len(cells) - 1),
+                   "--job-name=mapush-%s" % self.name,
+                   "--output=%s" % (self.dir / "slurm-%A_%a.out")]
+        gres = os.environ.get("MAPUSH_SLURM_GRES", "gpu:1")
+        if gres:
+            command.append("--gres=%s" % gres)
+        for option in shlex.split(os.environ.get("MAPUSH_SLURM_OPTIONS", "")):
+            command.append(option)
+        command += [str(script), str(table.resolve())]
+        env = dict(os.environ, MAPUSH_SWEEP_SIM_DEVICE=self.grid["sim_device"],
+                   MAPUSH_SWEEP_RL_DEVICE=self.grid["rl_device"])
+        proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+        if proc.returncode != 0:
+            raise UsageError("sbatch refused the sweep: %s" % (proc.stderr.strip() or
+                                                               proc.stdout.strip()))
+        job = proc.stdout.strip().split(";")[0]
+        self.record["executor"] = "slurm"
+        self.record.setdefault("slurm_jobs", []).append({"job_id": job, "submitted": _now(),
+                                                         "cells": [c["name"] for c in cells]})
+        for index, cell in enumerate(cells):
+            cell.update(state="submitted", slurm="%s_%d" % (job, index))
+        self.save()
+        print("mapush sweep: submitted %d cell(s) as Slurm job array %s; watch with "
+              "'mapush sweep --status --name %s' or squeue -j %s"
+              % (len(cells), job, self.name, job), file=sys.stderr)
+        return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.executor not in EXECUTORS:
+        raise UsageError("--executor %s: use local or slurm" % args.executor)
+    looking = args.status or args.report
+    if looking and not (args.name or args.seeds):
+        raise UsageError("--status and --report need --name NAME (or the grid's options)")
+    if looking and args.name and not args.seeds:
+        path = Path(args.root) / args.name / SWEEP_FILE
+        if not path.is_file():
+            raise UsageError("--status --name %s: no %s" % (args.name, path))
+        record = json.loads(path.read_text())
+        grid = record["grid"]
+        args.algo = ",".join(grid["algos"])
+        args.objects = ",".join(grid["objects"])
+        args.seeds = ",".join(str(s) for s in grid["seeds"])
+        for key in ("task", "steps", "num_envs", "config", "sim_device", "rl_device"):
+            setattr(args, key, grid[key])
+    sweep = Sweep(args)
+    if args.status:
+        return sweep.status()
+    if args.report:
+        sweep.refresh()
+        return report(sweep, args)
+    if args.executor == "slurm":
+        return sweep.run_slurm()
+    return sweep.run_local()
+
+
+# -- the report over seeds ----------------------------------------------------------------
+def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
+                ) -> Optional[Dict[str, Any]]:
+    """The cell's final checkpoint's metrics: its eval.jsonl's line for it, else evaluated
+    now (``mapush eval --checkpoint RUN``, MAPush's calculator)."""
+    from mapush.run.checkpoints import latest_checkpoint
+
+    run = Path(cell["run_dir"])
+    latest = latest_checkpoint(run) if run.is_dir() else None
+    if latest is None:
+        return None
+    lines = []
+    if (run / "eval.jsonl").is_file():
+        lines = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()
+                 if line.strip()]
+    for line in lines:
+        if Path(line.get("checkpoint", "")).resolve() == latest[1].resolve() and \
+                line.get("success_rate") is not None:
+            return line
+    command = [sys.executable, "-m", "mapush", "eval", "--checkpoint", str(latest[1]),
+               "--num-envs", str(args.eval_envs)] + sweep.devices()
+    print("mapush sweep: evaluating %s" % latest[1], file=sys.stderr, flush=True)
+    proc = subprocess.run(command, stdout=subprocess.PIPE, universal_newlines=True)
+    if proc.returncode != 0:
+        return {"error": "mapush eval exited %d" % proc.returncode}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _mean_std(values: List[float]) -> Dict[str, Any]:
+    n = len(values)
+    mean = sum(values) / n
+    std = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return {"mean": mean, "std": std, "n": n}
+
+
+def report(sweep: Sweep, args: argparse.Namespace) -> int:
+    """Success rate and finished time, mean and sample std over seeds, per object and
+    algorithm: ``report/table.md``, ``table.json`` and ``success.png`` in the sweep folder."""
+    rows = {}  # type: Dict[tuple, Dict[str, List[float]]]
+    missing = []
+    for cell in sweep.record["cells"]:
+        result = cell_result(sweep, cell, args)
+        if not result or result.get("success_rate") is None:
+            missing.append(cell["name"])
+            continue
+        key = (cell["object"], cell["algo"])
+        row = rows.setdefault(key, {"success_rate": [], "finished_time": [], "seeds": []})
+        row["success_rate"].append(float(result["success_rate"]))
+        row["finished_time"].append(float(result["finished_time"]))
+        row["seeds"].append(cell["seed"])
+    if not rows:
+        raise UsageError("sweep %s: no cell has a checkpoint yet (run the sweep first)"
+                         % sweep.name)
+    out = sweep.dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    table = []
+    for (obj, algo), row in sorted(rows.items()):
+        table.append({"object": obj, "algo": algo, "seeds": row["seeds"],
+                      "success_rate": _mean_std(row["success_rate"]),
+                      "finished_time": _mean_std(row["finished_time"])})
+    write_json(out / "table.json", {"sweep": sweep.name, "rows": table, "missing": missing})
+    lines = ["# Sweep %s" % sweep.name, "",
+             "Final checkpoint of each cell, MAPush's calculator; mean +- sample std over seeds.",
+             "", "| object | algorithm | seeds | success rate | finished time (s) |",
+             "| --- | --- | --- | --- | --- |"]
+    for row in table:
+        lines.append("| %s | %s | %s | %.3f +- %.3f | %.2f +- %.2f |" % (
+            row["object"], row["algo"], ",".join(map(str, row["seeds"])),
+            row["success_rate"]["mean"], row["success_rate"]["std"],
+            row["finished_time"]["mean"], row["finished_time"]["std"]))
+    if missing:
+        lines += ["", "Not in the table (no checkpoint or no metrics yet): %s"
+                  % ", ".join(missing)]
+    write_text(out / "table.md", "\n".join(lines) + "\n")
+    os.environ["MPLBACKEND"] = "Agg"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    labels = ["%s\n%s" % (r["object"], r["algo"]) for r in table]
+    for ax, key, title in ((axes[0], "success_rate", "success rate"),
+                           (axes[1], "finished_time", "finished time (s)")):
+        ax.bar(range(len(table)), [r[key]["mean"] for r in table],
+               yerr=[r[key]["std"] for r in table], capsize=4, color="tab:blue")
+        ax.set_xticks(range(len(table)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_title("%s (mean +- std over seeds)" % title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(str(out / "success.png"), dpi=90)
+    plt.close(fig)
+    print(str(out / "table.md"))
+    print("mapush sweep: %s, %s" % (out / "table.md", out / "success.png"), file=sys.stderr)
+    return 0
