@@ -154,12 +154,13 @@ class Sweep(object):
         return args
 
     def train_args(self, cell: Dict[str, Any]) -> List[str]:
-        """A new run, or the resume of an interrupted one (it has a checkpoint)."""
+        """A new run, or the resume of an interrupted one (it has a checkpoint): the same
+        options, and ``--resume``."""
         from mapush.run.checkpoints import latest_checkpoint
 
         run = Path(cell["run_dir"])
         if (run / "config.json").is_file() and latest_checkpoint(run) is not None:
-            return ["train", "--resume", str(run)] + self.devices()
+            return self.new_run_args(cell) + ["--resume", str(run)]
         return self.new_run_args(cell)
 
     def refresh(self) -> None:
@@ -291,8 +292,7 @@ class Sweep(object):
         for option in shlex.split(os.environ.get("MAPUSH_SLURM_OPTIONS", "")):
             command.append(option)
         command += [str(script), str(table.resolve())]
-        env = dict(os.environ, MAPUSH_SWEEP_SIM_DEVICE=self.grid["sim_device"],
-                   MAPUSH_SWEEP_RL_DEVICE=self.grid["rl_device"])
+        env = dict(os.environ)
         proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)
         if proc.returncode != 0:

@@ -1,0 +1,180 @@
+"""``mapush sweep`` with the local executor: one run per GPU at a time, over the double.
+
+The GPUs are faked: the sweep sees the GPUs of a ``MAPUSH_FAKE_GPU`` file (as the doctor
+does) and gives each cell one of them through ``CUDA_VISIBLE_DEVICES``; the runs train on
+the CPU and record the GPU they were given in their config.json.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import double_env, run_mapush
+
+CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
+
+
+@pytest.fixture
+def gpus(tmp_path):
+    path = tmp_path / "gpus.json"
+    device = {"name": "NVIDIA GeForce RTX 4090", "capability": [8, 9], "total_mb": 24000,
+              "free_mb": 23000}
+    path.write_text(json.dumps({"devices": [dict(device, index=i) for i in range(2)],
+                                "driver_version": "550.54", "nvidia_smi": True,
+                                "cuda_available": True}))
+    return path
+
+
+def sweep_env(upstream, gpus, **extra):
+    return double_env(upstream, MAPUSH_FAKE_GPU=gpus, **extra)
+
+
+def sweep_args(tmp, *extra):
+    config = tmp / "small.yaml"
+    config.write_text("episode_length: 25\nppo_epoch: 1\n")
+    return ["sweep", "--objects", "cuboid", "--algo", "ppo", "--steps", 200, "--num-envs", 4,
+            "--config", config, "--root", tmp / "sweeps"] + CPU + list(extra)
+
+
+def record(tmp, name):
+    return json.loads((tmp / "sweeps" / name / "sweep.json").read_text())
+
+
+def cells(tmp, name):
+    return {c["name"]: c for c in record(tmp, name)["cells"]}
+
+
+def one_error(proc):
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def swept(upstream, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweep")
+    fake = tmp / "gpus.json"
+    device = {"name": "NVIDIA GeForce RTX 4090", "capability": [8, 9], "total_mb": 24000,
+              "free_mb": 23000}
+    fake.write_text(json.dumps({"devices": [dict(device, index=i) for i in range(2)],
+                                "driver_version": "550.54", "nvidia_smi": True}))
+    proc = run_mapush(sweep_args(tmp, "--seeds", "1,2,3", "--gpus", "0,1", "--name", "grid"),
+                      sweep_env(upstream, fake), cwd=tmp, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"tmp": tmp, "gpus": fake, "proc": proc}
+
+
+def test_every_cell_runs_on_one_gpu_of_its_own(swept):
+    found = cells(swept["tmp"], "grid")
+    assert sorted(found) == ["ppo-cuboid-seed1", "ppo-cuboid-seed2", "ppo-cuboid-seed3"]
+    for name, cell in found.items():
+        assert cell["state"] == "done" and cell["exit"] == 0
+        run = Path(cell["run_dir"])
+        config = json.loads((run / "config.json").read_text())
+        assert config["provenance"]["cuda_visible_devices"] == str(cell["gpu"])
+        assert config["spec"]["seed"] == cell["seed"]
+        assert list((run / "checkpoints").iterdir())
+        assert json.loads((run / "cell.json").read_text())["state"] == "done"
+    assert {c["gpu"] for c in found.values()} == {0, 1}
+
+
+def test_one_run_per_gpu_at_a_time(swept):
+    """Two GPUs, three cells: the third waits for a GPU, and no GPU runs two cells at once."""
+    by_gpu = {}
+    for cell in cells(swept["tmp"], "grid").values():
+        by_gpu.setdefault(cell["gpu"], []).append((cell["started"], cell["finished"]))
+    assert sorted(len(v) for v in by_gpu.values()) == [1, 2]
+    for spans in by_gpu.values():
+        spans.sort()
+        for (_s1, f1), (s2, _f2) in zip(spans, spans[1:]):
+            assert s2 >= f1
+
+
+def test_status_prints_the_grid(upstream, swept):
+    proc = run_mapush(["sweep", "--status", "--name", "grid", "--root",
+                       swept["tmp"] / "sweeps"], sweep_env(upstream, swept["gpus"]),
+                      cwd=swept["tmp"])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("sweep grid (local):") and lines[-1].strip() == "3 done"
+    assert sum(1 for line in lines if " done " in line) == 3
+
+
+def test_run_again_skips_finished_cells(upstream, swept):
+    marks = {p: p.stat().st_mtime for p in (swept["tmp"] / "sweeps").rglob("checkpoints/*")}
+    proc = run_mapush(sweep_args(swept["tmp"], "--seeds", "1,2,3", "--gpus", "0,1", "--name",
+                                 "grid"), sweep_env(upstream, swept["gpus"]), cwd=swept["tmp"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("done, skipped") == 3
+    assert {p: p.stat().st_mtime for p in marks} == marks
+
+
+def test_the_report_gives_mean_and_std_over_seeds(upstream, swept):
+    proc = run_mapush(["sweep", "--report", "--name", "grid", "--eval-envs", 4, "--root",
+                       swept["tmp"] / "sweeps"], sweep_env(upstream, swept["gpus"]),
+                      cwd=swept["tmp"], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = swept["tmp"] / "sweeps" / "grid" / "report"
+    (row,) = json.loads((out / "table.json").read_text())["rows"]
+    assert (row["object"], row["algo"], row["seeds"]) == ("cuboid", "ppo", [1, 2, 3])
+    assert row["success_rate"] == {"mean": pytest.approx(0.5), "std": pytest.approx(0.0),
+                                   "n": 3}
+    assert "| cuboid | ppo | 1,2,3 | 0.500 +- 0.000 |" in (out / "table.md").read_text()
+    assert (out / "success.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--seeds", ""], "--seeds: empty list"),
+    (["--seeds", "1,x"], "--seeds: 'x' in '1,x' is not an integer"),
+    (["--seeds", "1", "--gpus", "0,5"], "--gpus: GPU 5 not shown by nvidia-smi (it shows 0, 1)"),
+    (["--seeds", "1", "--objects", "cuboid,sphere"], "--objects: sphere not in"),
+    (["--seeds", "1,2,3,4", "--name", "grid"], "sweep grid exists with another grid (seeds"),
+])
+def test_bad_input_is_one_line_before_anything_starts(upstream, swept, extra, needle):
+    args = sweep_args(swept["tmp"], *extra)
+    if "--objects" in extra:
+        args[args.index("--objects") + 1] = extra[extra.index("--objects") + 1]
+    proc = run_mapush(args, sweep_env(upstream, swept["gpus"]), cwd=swept["tmp"])
+    assert needle in one_error(proc)
+    assert "--name" in extra or not (swept["tmp"] / "sweeps" / "ppo_cuboid_seeds1").exists()
+
+
+def test_ctrl_c_stops_every_running_cell_with_a_checkpoint_and_resume_continues(upstream,
+                                                                              tmp_path, gpus):
+    env = sweep_env(upstream, gpus, MQE_DOUBLE_STEP_SLEEP="0.01")
+    cmd = [sys.executable, "-m", "mapush"] + [str(a) for a in sweep_args(
+        tmp_path, "--seeds", "1,2,3", "--gpus", "0,1", "--name", "stop", "--steps", 2000)]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    sweep = tmp_path / "sweeps" / "stop"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        logs = [sweep / ("ppo-cuboid-seed%d" % s) / "phases.log" for s in (1, 2)]
+        if all(p.is_file() and "training" in p.read_text() for p in logs):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the sweep and its runs
+    _out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    found = cells(tmp_path, "stop")
+    assert [found["ppo-cuboid-seed%d" % s]["state"] for s in (1, 2, 3)] == \
+        ["stopped", "stopped", "pending"]
+    for seed in (1, 2):
+        assert list((sweep / ("ppo-cuboid-seed%d" % seed) / "checkpoints").iterdir())
+    again = run_mapush(sweep_args(tmp_path, "--seeds", "1,2,3", "--gpus", "0,1", "--name",
+                                  "stop", "--steps", 2000), sweep_env(upstream, gpus),
+                       cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    found = cells(tmp_path, "stop")
+    assert all(c["state"] == "done" for c in found.values())
+    for seed in (1, 2):
+        cell = found["ppo-cuboid-seed%d" % seed]
+        assert cell["command"][-2:] == ["--resume", cell["run_dir"]]
+        assert cell["command"][cell["command"].index("--steps") + 1] == "2000"
+        assert json.loads((Path(cell["run_dir"]) / "config.json").read_text())["resumes"]
