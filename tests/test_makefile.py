@@ -473,3 +473,35 @@ def test_their_bad_options_stop_before_docker(sandbox, args, needle):
     proc = stubbed(sandbox, args)
     assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
     assert docker_calls(sandbox) == []
+
+
+def test_sweep_runs_on_the_host_with_one_container_per_cell(sandbox):
+    proc = make(["-n", "sweep", "SEEDS=1 2 3", "OBJECTS=cuboid Tblock cylinder", "ALGO=ppo",
+                 "GPUS=0 1"], cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    line = [l for l in proc.stdout.splitlines() if "-m mapush sweep" in l][0]
+    assert '--seeds "1 2 3" --objects "cuboid Tblock cylinder" --algo "ppo" --gpus "0 1"' in line
+    assert "--runner 'env GPU={gpu} docker compose --env-file env/pins.env run --rm train " \
+           "mapush'" in line
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["sweep", "SEEDS=1 x"], "SEEDS='1 x': 'x' is not a non-negative integer"),
+    (["sweep", "SEEDS="], "SEEDS is empty"),
+    (["sweep", "OBJECTS=cuboid sphere"], "'sphere' is not one of: cuboid Tblock cylinder"),
+    (["sweep", "GPUS=0 one"], "GPUS='0 one': 'one' is not a non-negative integer"),
+    (["sweep", "EXECUTOR=pbs"], "EXECUTOR='pbs' is not one of: local slurm"),
+    (["sweep-report"], "NAME is not set"),
+    (["sweep-report", "NAME=nope"], "no runs/sweeps/nope/sweep.json"),
+])
+def test_sweep_options_stop_before_anything_runs(sandbox, args, needle):
+    proc = stubbed(sandbox, args)
+    assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert docker_calls(sandbox) == []
+
+
+def test_sif_without_apptainer_says_what_to_install(sandbox):
+    proc = stubbed(sandbox, ["sif", "APPTAINER=no-such-apptainer"])
+    assert proc.returncode != 0
+    assert "error: no-such-apptainer is not installed" in proc.stderr
+    assert not any(c.startswith("build") for c in docker_calls(sandbox))
