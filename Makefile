@@ -161,7 +161,7 @@ help: ## list the targets and their variables
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
 	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
-	@echo "      NAME=$(or $(NAME),(empty: from the grid)) EXECUTOR=$(EXECUTOR) (local slurm)  SIF=$(SIF)"
+	@echo "      NAME=$(or $(NAME),(empty: from the grid)) EXECUTOR=$(EXECUTOR) (local slurm)  SIF=$(SIF) APPTAINER=$(APPTAINER)"
 
 $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)

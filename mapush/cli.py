@@ -392,41 +392,25 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     )
 
 
+# Each command's module, imported only when it runs; each has ``main(args) -> int``.
+COMMANDS = {
+    "doctor": "mapush.diagnostics.doctor", "smoke": "mapush.smoke",
+    "eval": "mapush.evaluate", "report": "mapush.report", "sweep": "mapush.sweep",
+    "pipeline": "mapush.pipeline", "reproduce": "mapush.reproduce",
+}
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         spec = spec_from_args(args)
         from mapush.run.train import train
 
         return train(spec, preflight=not args.no_preflight)
-    if args.command == "doctor":
-        from mapush.diagnostics.doctor import main as doctor_main
+    if args.command not in COMMANDS:  # pragma: no cover - argparse knows the commands
+        raise UsageError("unknown command %r" % args.command)
+    import importlib
 
-        return doctor_main(args)
-    if args.command == "smoke":
-        from mapush.smoke import main as smoke_main
-
-        return smoke_main(args)
-    if args.command == "eval":
-        from mapush.evaluate import main as eval_main
-
-        return eval_main(args)
-    if args.command == "report":
-        from mapush.report import main as report_main
-
-        return report_main(args)
-    if args.command == "sweep":
-        from mapush.sweep import main as sweep_main
-
-        return sweep_main(args)
-    if args.command == "pipeline":
-        from mapush.pipeline import main as pipeline_main
-
-        return pipeline_main(args)
-    if args.command == "reproduce":
-        from mapush.reproduce import main as reproduce_main
-
-        return reproduce_main(args)
-    raise UsageError("unknown command %r" % args.command)  # pragma: no cover
+    return int(importlib.import_module(COMMANDS[args.command]).main(args))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -4,6 +4,7 @@ Nothing here is shipped. The product sees the double only because these fixtures
 ``tests/doubles`` on ``PYTHONPATH`` and point ``MAPUSH_ROOT`` at ``tests/doubles/mapush_root``.
 """
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -59,6 +60,20 @@ def run_mapush(args, env, cwd=None, timeout=600):
     return subprocess.run([sys.executable, "-m", "mapush"] + [str(a) for a in args], env=env,
                           cwd=str(cwd) if cwd else None, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def one_error(proc):
+    """The one ``error:`` line of a refused command (exit status 2)."""
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+def double_log(path):
+    """The JSON lines ``MQE_DOUBLE_LOG`` wrote, one per env created ([] when none was)."""
+    path = Path(path)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() \
+        else []
 
 
 def tree_hash(root):

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from mapush.policy_file import sha256
-from tests.conftest import DOUBLE_ROOT, double_env, run_mapush, tree_hash
+from tests.conftest import DOUBLE_ROOT, double_env, double_log, one_error, run_mapush, tree_hash
 
 NUM_ENVS = 8
 CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
@@ -31,15 +31,6 @@ def small(tmp, name="small.yaml"):
     return path
 
 
-def created(log):
-    return [json.loads(line) for line in Path(log).read_text().splitlines()] \
-        if Path(log).exists() else []
-
-
-def one_error(proc):
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +67,7 @@ def test_the_high_level_trains_on_our_mid_level_run(upper_run, mids):
     record = json.loads((upper_run["run"] / "config.json").read_text())
     assert record["spec"]["task"] == "go1push_upper" and record["spec"]["algo"] == "ppo"
     assert record["command_net"] == {"path": str(newest.resolve()), "sha256": sha256(newest)}
-    (env,) = created(upper_run["log"])
+    (env,) = double_log(upper_run["log"])
     assert env["command_network_path"] == str(newest.resolve())  # absolute, in the config
     assert env["mplbackend"] == "Agg"  # the RRT planner's figures never open a window
     assert env["figure_dir"] == str((upper_run["run"] / "figures").resolve())
@@ -109,7 +100,7 @@ def test_the_high_level_evaluates_as_the_full_hierarchy(upstream, upper_run):
     assert result["success_rate"] == pytest.approx(0.5)
     assert result["collision_degree"] == pytest.approx(1.0)
     assert result["finished_time"] > 0
-    (env,) = created(log)
+    (env,) = double_log(log)
     assert env["object"] == "go1push_upper"
 
 
@@ -153,7 +144,7 @@ def test_bad_command_nets_are_one_line_before_a_simulation(upstream, mids, tmp_p
         args += ["--command-net", net]
     proc = run_mapush(args, double_env(upstream, MQE_DOUBLE_LOG=log), cwd=tmp_path)
     assert needle.format(net) in one_error(proc)
-    assert created(log) == [] and not (tmp_path / "run").exists()
+    assert double_log(log) == [] and not (tmp_path / "run").exists()
 
 
 def test_the_budget_counts_the_obstacles(tmp_path):

@@ -21,7 +21,7 @@ import torch
 
 from mapush.checkpoint_source import describe, parse_success_rate
 from mapush.policy_file import input_dim, sha256
-from tests.conftest import DOUBLE_ROOT, REPO, double_env, run_mapush
+from tests.conftest import DOUBLE_ROOT, REPO, double_env, double_log, one_error, run_mapush
 
 NUM_ENVS = 8
 STEPS = 400  # two checkpoints: 200 and 400 (episode_length 25 x 8 envs per update)
@@ -77,15 +77,6 @@ def checkpoint(published, obj, step=400):
         ("rl_model_%d_steps" % step)
 
 
-def created(log):
-    return [json.loads(line) for line in Path(log).read_text().splitlines()] \
-        if Path(log).exists() else []
-
-
-def one_error(proc):
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 def test_the_layout_is_the_authors(published):
@@ -111,7 +102,7 @@ def test_eval_infers_the_object_of_an_authors_checkpoint(upstream, published, tm
     assert result["object_config"] == str(
         (published["results"] / ("10-15-23_" + obj) / "task" / "config.py").resolve())
     assert result["success_rate"] == pytest.approx(0.5)  # the double: even envs succeed
-    assert [c["num_agents"] for c in created(log)] == [agents]
+    assert [c["num_agents"] for c in double_log(log)] == [agents]
 
 
 def test_a_checkpoint_on_the_wrong_object_is_one_line_naming_both_dims(upstream, published,
@@ -123,7 +114,7 @@ def test_a_checkpoint_on_the_wrong_object_is_one_line_naming_both_dims(upstream,
     error = one_error(proc)
     assert "takes 11-dim observations, but cuboid" in error and "gives 8" in error
     assert "it fits --object cylinder" in error
-    assert created(log) == []  # refused before a simulation started
+    assert double_log(log) == []  # refused before a simulation started
 
 
 def test_a_checkpoint_that_names_no_object_is_never_assumed_cuboid(upstream, published,
@@ -246,13 +237,13 @@ def test_object_config_trains_with_any_file_and_each_run_keeps_a_copy(upstream, 
     assert record["object_config"] == {"source": str(custom.resolve()),
                                        "copy": "task/config.py", "sha256": sha256(custom)}
     assert record["spec"]["object"] == "cuboid"  # named by the URDF the file loads
-    assert [c["object"] for c in created(log)] == ["cuboid-theirs"]
+    assert [c["object"] for c in double_log(log)] == ["cuboid-theirs"]
     proc = run_mapush(["eval", "--checkpoint", run, "--num-envs", NUM_ENVS] + CPU,
                       double_env(upstream, MQE_DOUBLE_LOG=log), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["object_config"] == \
         str(copy.resolve())
-    assert [c["object"] for c in created(log)][-1] == "cuboid-theirs"
+    assert [c["object"] for c in double_log(log)][-1] == "cuboid-theirs"
 
 
 def test_every_run_keeps_a_copy_of_its_object_config(published):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import double_env, run_mapush
+from tests.conftest import double_env, one_error, run_mapush
 
 CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
 
@@ -48,11 +48,6 @@ def record(tmp, name):
 def cells(tmp, name):
     return {c["name"]: c for c in record(tmp, name)["cells"]}
 
-
-def one_error(proc):
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 @pytest.fixture(scope="module")

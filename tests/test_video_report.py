@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DOUBLE_ROOT, double_env, run_mapush
+from tests.conftest import DOUBLE_ROOT, double_env, one_error, run_mapush
 
 NUM_ENVS = 4
 CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
@@ -28,11 +28,6 @@ def render_env(upstream, tmp, **extra):
     return double_env(upstream, **dict({"VK_ICD_FILENAMES": icd, "MAPUSH_WHERE": "host"},
                                        **extra))
 
-
-def one_error(proc):
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-3000:]
-    return errors[0]
 
 
 @pytest.fixture(scope="module")
