@@ -70,6 +70,18 @@ def authors_run(run_config: Dict[str, Any]) -> Optional[Path]:
     return authors_runs(mapush_root() / "results").get(spec.get("object"))
 
 
+def _label(ax: Any, title: str, xlabel: str) -> None:
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=90)
+    plt.close(fig)
+
+
 def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
                theirs: Scalars) -> None:
     cols = min(3, len(tags))
@@ -84,12 +96,8 @@ def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
         if other:
             ax.plot(*zip(*other), "-", color="tab:orange", alpha=0.8, label="authors")
             ax.legend(fontsize=7)
-        ax.set_title(tag, fontsize=9)
-        ax.set_xlabel("env steps", fontsize=8)
-        ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    fig.savefig(str(path), dpi=90)
-    plt.close(fig)
+        _label(ax, tag, "env steps")
+    _save(plt, fig, path)
 
 
 def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
@@ -106,12 +114,8 @@ def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
             ax.plot(*zip(*other), "s--", color="tab:orange", label="authors")
         if points or other:
             ax.legend(fontsize=7)
-        ax.set_title(key, fontsize=9)
-        ax.set_xlabel("checkpoint (env steps)", fontsize=8)
-        ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    fig.savefig(str(path), dpi=90)
-    plt.close(fig)
+        _label(ax, key, "checkpoint (env steps)")
+    _save(plt, fig, path)
 
 
 def _table(rows: List[List[Any]], head: List[str]) -> str:
