@@ -16,7 +16,6 @@ the difference. A success rate more than 3 binomial standard deviations from the
 and the command then exits 1.
 """
 import argparse
-import json
 import math
 import sys
 from pathlib import Path

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import double_config, DOUBLE_ROOT, REPO, double_env, run_mapush
+from tests.conftest import double_config, REPO, double_env, run_mapush
 
 NUM_ENVS = 8
 SUCCESS_ENVS = (0, 3, 5)

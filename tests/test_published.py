@@ -11,7 +11,6 @@ too.
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from mapush.objects import find_objects, read_object_facts
-from tests.conftest import DOUBLE_ROOT, REPO, double_env
+from tests.conftest import DOUBLE_ROOT, double_env
 
 SRC = os.environ.get("MAPUSH_SRC")
 pytestmark = pytest.mark.skipif(
