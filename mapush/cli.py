@@ -66,6 +66,12 @@ def device(text: str) -> str:
     return "cuda:0" if text == "cuda" else text
 
 
+def _devices(parser: argparse.ArgumentParser, sim_help: str, rl_help: str) -> None:
+    """``--sim-device`` and ``--rl-device``, as every command that simulates takes them."""
+    parser.add_argument("--sim-device", type=device, default="cuda:0", help=sim_help)
+    parser.add_argument("--rl-device", type=device, default="cuda:0", help=rl_help)
+
+
 def existing_file(text: str) -> str:
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError("%r: no such file" % text)
@@ -106,10 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
     train.add_argument("--run-dir", help="where the run is written (default: "
                                          "runs/<task>/<object>/<algo>/seed<seed>-<time>)")
-    train.add_argument("--sim-device", type=device, default="cuda:0",
-                       help="device of the simulation (cpu, cuda, cuda:N)")
-    train.add_argument("--rl-device", type=device, default="cuda:0",
-                       help="device of the policy (cpu, cuda, cuda:N)")
+    _devices(train, "device of the simulation (cpu, cuda, cuda:N)",
+             "device of the policy (cpu, cuda, cuda:N)")
     train.add_argument("--resume", metavar="DIR_OR_CHECKPOINT",
                        help="a run directory (its newest complete checkpoint) or a checkpoint")
     train.add_argument("--checkpoint-interval", type=positive_int,
@@ -129,10 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--object", default=None,
                         help="size the memory check for this object (default: the object "
                              "with the most robots found under MAPUSH_ROOT)")
-    doctor.add_argument("--sim-device", type=device, default="cuda:0",
-                        help="device of the simulation to check")
-    doctor.add_argument("--rl-device", type=device, default="cuda:0",
-                        help="device of the policy to check")
+    _devices(doctor, "device of the simulation to check", "device of the policy to check")
     doctor.add_argument("--video", action="store_true",
                         help="also check that MQE's camera can render (Vulkan ICD, the "
                              "graphics capability, the GPU kind)")
@@ -141,10 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     smoke = sub.add_parser("smoke", help="short end-to-end GPU check with a JSON report")
     smoke.add_argument("--report", default="runs/smoke/report.json", metavar="FILE",
                        help="JSON report (a JUnit XML is written beside it)")
-    smoke.add_argument("--sim-device", type=device, default="cuda:0",
-                       help="device of the simulation")
-    smoke.add_argument("--rl-device", type=device, default="cuda:0",
-                       help="device of the policy")
+    _devices(smoke, "device of the simulation", "device of the policy")
     smoke.add_argument("--num-envs", type=positive_int, default=8,
                        help="envs of the env, training and eval stages (a handful: it is a smoke test)")
 
@@ -174,9 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "<checkpoint>-ep<k>-<success|fail>.mp4 (H.264) instead of the metrics")
     ev.add_argument("--episodes", type=positive_int, default=1,
                     help="with --video: episodes of env 0 to record")
-    ev.add_argument("--sim-device", type=device, default="cuda:0",
-                    help="device of the simulation")
-    ev.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
+    _devices(ev, "device of the simulation", "device of the policy")
     ev.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
     report = sub.add_parser("report", help="RUN/report/index.html: curves, eval metrics, "
                                            "videos and the run's config on one page")
@@ -206,9 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--dir", metavar="DIR",
                       help="where the stages' runs and pipeline.json go (default: "
                            "runs/pipeline/<object>/seed<seed>)")
-    pipe.add_argument("--sim-device", type=device, default="cuda:0",
-                      help="device of the simulation")
-    pipe.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
+    _devices(pipe, "device of the simulation", "device of the policy")
 
     sw = sub.add_parser("sweep", help="a grid of runs (algorithms x objects x seeds): one run "
                                      "per GPU at a time, or a Slurm job array")
@@ -240,9 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--report: envs when a cell's final checkpoint is evaluated")
     sw.add_argument("--root", default="runs/sweeps", metavar="DIR",
                     help="where sweeps live")
-    sw.add_argument("--sim-device", type=device, default="cuda:0",
-                    help="each run's simulation device (its one visible GPU)")
-    sw.add_argument("--rl-device", type=device, default="cuda:0", help="each run's policy device")
+    _devices(sw, "each run's simulation device (its one visible GPU)",
+             "each run's policy device")
 
     rep = sub.add_parser("reproduce", help="the authors' published checkpoints evaluated "
                                            "beside their own success_rate.txt")
@@ -259,9 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the authors' results folder (default: $MAPUSH_ROOT/results)")
     rep.add_argument("--out", default="runs/reproduce", metavar="DIR",
                      help="where table.md and table.json go")
-    rep.add_argument("--sim-device", type=device, default="cuda:0",
-                     help="device of the simulation")
-    rep.add_argument("--rl-device", type=device, default="cuda:0", help="device of the policy")
+    _devices(rep, "device of the simulation", "device of the policy")
     return parser
 
 

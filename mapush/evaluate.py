@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
-from mapush.run.atomic import write_text
+from mapush.run.atomic import writable, write_text
 from mapush.run.leave import leave
 from mapush.checkpoint_source import describe, resolve, run_checkpoints
 from mapush.run.checkpoints import checkpoints_dir
@@ -237,10 +237,7 @@ def video_folder(info: Dict[str, Any], out: Optional[str]) -> Path:
         run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else \
             checkpoint.parent
         folder = run / VIDEO_DIR
-    probe = folder
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not os.access(str(probe), os.W_OK):
+    if not writable(folder):
         raise UsageError("--video: %s is not writable (a read-only run such as the image's "
                          "/opt/mapush): pass --out DIR" % folder)
     return folder

@@ -129,13 +129,16 @@ class Pipeline(object):
             extra += ["--config", self.args.config]
         return self._train_args(self.dir / "mid", extra)
 
-    def eval_mid(self) -> List[str]:
-        return ["eval", "--run", str(self.dir / "mid"), "--num-envs",
+    def _eval(self, run: str) -> List[str]:
+        return ["eval", "--run", str(self.dir / run), "--num-envs",
                 str(self.args.eval_envs)] + self._device_args()
 
+    def _evaluated(self, run: str) -> List[Dict[str, Any]]:
+        return [json.loads(line) for line in
+                (self.dir / run / "eval.jsonl").read_text().splitlines() if line.strip()]
+
     def best_mid(self) -> Dict[str, Any]:
-        lines = [json.loads(line) for line in
-                 (self.dir / "mid" / "eval.jsonl").read_text().splitlines() if line.strip()]
+        lines = self._evaluated("mid")
         scored = [r for r in lines if r.get("success_rate") is not None]
         if not scored:
             raise UsageError("no mid-level checkpoint could be evaluated (see %s)"
@@ -153,13 +156,8 @@ class Pipeline(object):
             extra += ["--config", self.args.upper_config]
         return self._train_args(self.dir / "upper", extra)
 
-    def eval_upper(self) -> List[str]:
-        return ["eval", "--run", str(self.dir / "upper"), "--num-envs",
-                str(self.args.eval_envs)] + self._device_args()
-
     def final_upper(self) -> Dict[str, Any]:
-        lines = [json.loads(line) for line in
-                 (self.dir / "upper" / "eval.jsonl").read_text().splitlines() if line.strip()]
+        lines = self._evaluated("upper")
         return lines[-1] if lines else {}
 
     def trained(self, run: str) -> Dict[str, Any]:
@@ -172,9 +170,9 @@ class Pipeline(object):
 
     def run(self) -> int:
         plan = [("mid", self.mid, lambda: self.trained("mid")),
-                ("eval-mid", self.eval_mid, self.best_mid),
+                ("eval-mid", lambda: self._eval("mid"), self.best_mid),
                 ("upper", self.upper, lambda: self.trained("upper")),
-                ("eval-upper", self.eval_upper, self.final_upper)]
+                ("eval-upper", lambda: self._eval("upper"), self.final_upper)]
         previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.save()

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mapush.errors import UsageError
 from mapush.events import Scalars, event_files, read_scalars
-from mapush.run.atomic import write_text
+from mapush.run.atomic import writable, write_text
 
 REPORT_DIR = "report"
 PAGE = "index.html"
@@ -230,11 +230,8 @@ def main(args: argparse.Namespace) -> int:
     if not run.is_dir():
         raise UsageError("RUN %s: no such run directory" % run)
     out = Path(args.out) if args.out else run / REPORT_DIR
-    probe = out
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not os.access(str(probe), os.W_OK):
-        raise UsageError("%s is not writable: pass --out DIR for the report" % probe)
+    if not writable(out):
+        raise UsageError("%s is not writable: pass --out DIR for the report" % out)
     page = build(run, out)
     print(str(page))
     return 0

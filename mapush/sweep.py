@@ -252,10 +252,10 @@ class Sweep(object):
                     free.append(gpu)
                     state = "stopped" if stop else ("done" if code == 0 else "failed")
                     cell.update(state=state, exit=code, finished=_now())
-                    write_json(Path(cell["run_dir"]) / CELL_FILE,
-                               {k: cell[k] for k in ("state", "exit", "gpu", "started",
-                                                     "finished")}) \
-                        if Path(cell["run_dir"]).is_dir() else None
+                    if Path(cell["run_dir"]).is_dir():
+                        write_json(Path(cell["run_dir"]) / CELL_FILE,
+                                   {k: cell[k] for k in ("state", "exit", "gpu", "started",
+                                                         "finished")})
                     self.save()
                     print("mapush sweep: %s %s (exit %d)" % (cell["name"], state, code),
                           file=sys.stderr, flush=True)

@@ -46,3 +46,11 @@ def fsync_tree(root: PathLike) -> None:
             finally:
                 os.close(fd)
         fsync_dir(dirpath)
+
+
+def writable(folder: Path) -> bool:
+    """Whether ``folder`` can be written, or created in its nearest existing parent."""
+    probe = Path(folder)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return os.access(str(probe), os.W_OK)
