@@ -74,13 +74,14 @@ _choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error
 _under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
 _check = $(if $(strip $(1)),$(error $(strip $(1))))
 
-_GPU_GOALS := train eval video pipeline reproduce doctor smoke-test shell
+_GPU_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell
 _TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
 
 ifneq ($(filter $(_GPU_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,GPU,zero,0))
 endif
 ifneq ($(filter train,$(MAKECMDGOALS)),)
+$(call _check,$(if $(findstring --resume,$(EXTRA)),error: EXTRA='$(EXTRA)': make train starts a new run with Make's defaults; continue a run with: make resume RUN=runs/... [STEPS=N]))
 $(call _check,$(call _uint,NUM_ENVS,,200))
 $(call _check,$(call _choice,ALGO,$(ALGOS)))
 $(call _check,$(call _choice,TASK,$(TASKS)))
@@ -115,6 +116,10 @@ endif
 ifneq ($(filter doctor,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
 endif
+ifneq ($(filter resume,$(MAKECMDGOALS)),)
+$(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)/config.json),,error: RUN='$(RUN)' is not a run (no config.json; e.g. make resume RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make resume RUN=runs/<task>/<object>/<algo>/<run>))
+$(call _check,$(if $(STEPS),$(call _uint,STEPS,,1000000)))
+endif
 ifneq ($(filter eval video report,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
 endif
@@ -123,7 +128,7 @@ endif
 # sha256 if any) and BuildKit for `make build`. Skipped by `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 _host_check = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) $(1) 2>&1 >/dev/null))
-_COMPOSE_GOALS := train eval video report pipeline reproduce doctor smoke-test shell tensorboard tensorboard-stop \
+_COMPOSE_GOALS := train resume eval video report pipeline reproduce doctor smoke-test shell tensorboard tensorboard-stop \
 	compose-check
 ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _host_check,compose))
@@ -150,8 +155,8 @@ help: ## list the targets and their variables
 	@echo "    STEPS=$(or $(STEPS),(empty: mapush train's 100000000 env steps))"
 	@echo "    GPU=$(GPU)  host GPU index the container gets"
 	@echo "    RUN_DIR=$(or $(RUN_DIR),(empty: runs/<task>/<object>/<algo>/seed<seed>-<time>))"
-	@echo "    EXTRA='$(EXTRA)'  more mapush train options, e.g. '--resume runs/...'"
-	@echo "    RUN=$(or $(RUN),(empty; make eval, video and report need it: RUN=runs/...))"
+	@echo "    EXTRA='$(EXTRA)'  more mapush options, e.g. '--config my.yaml' (continue a run: make resume RUN=...)"
+	@echo "    RUN=$(or $(RUN),(empty; make resume, eval, video and report need it: RUN=runs/...))"
 	@echo "    CHECKPOINT=$(or $(CHECKPOINT),(empty: RUN's newest; make video))"
 	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
@@ -218,6 +223,11 @@ compose-check: ## check that Docker Compose v2 is installed (every compose targe
 train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED [STEPS RUN_DIR EXTRA]
 	$(COMPOSE) run --rm train mapush train --algo $(ALGO) --task $(TASK) --object $(OBJECT) \
 	  --num-envs $(NUM_ENVS) --seed $(SEED)$(if $(STEPS), --steps $(STEPS))$(if $(RUN_DIR), --run-dir $(RUN_DIR))$(if $(MID), --command-net $(MID)) $(EXTRA)
+
+# A resume takes everything from the run's config.json: no Make default reaches it.
+.PHONY: resume
+resume: image runs-dir ## continue RUN=runs/... as it recorded it [STEPS=N: a new target; EXTRA]
+	$(COMPOSE) run --rm train mapush train --resume $(RUN)$(if $(STEPS), --steps $(STEPS)) $(EXTRA)
 
 .PHONY: eval
 eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)

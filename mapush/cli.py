@@ -8,7 +8,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
@@ -350,37 +350,52 @@ def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
     return str(module_path(checkpoint).resolve())
 
 
-def spec_from_args(args: argparse.Namespace) -> RunSpec:
-    """Validate ``mapush train`` options into a RunSpec (UsageError on bad input)."""
+def given_options(argv: List[str]) -> Set[str]:
+    """The ``mapush train`` options written on the command line (not left at a default)."""
+    parser = build_parser()
+    train = parser._subparsers._group_actions[0].choices["train"]  # type: ignore[union-attr]
+    dests = {}  # type: Dict[str, str]
+    for action in train._actions:
+        if action.option_strings and action.dest != "help":
+            action.default = argparse.SUPPRESS
+            dests[action.dest] = max(action.option_strings, key=len)
+    seen = vars(parser.parse_args(argv))
+    return {option for dest, option in dests.items() if dest in seen}
+
+
+def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
+                   ) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
+    """Validate ``mapush train`` options into a RunSpec (UsageError on bad input), and the
+    record of the run ``--resume`` continues (None for a new run). ``given``: the options
+    written on the command line (default: every option that is not at its default)."""
+    if args.resume:
+        from mapush.run.resume import resume_spec
+
+        if given is None:
+            given = {"--resume"}
+        return resume_spec(args, given)
     command_net = command_net_from_args(args)
     obj, object_config = object_from_args(args)
     init_from = init_from_args(args, obj, object_config)
     run_dir = args.run_dir
-    resume = None
-    if args.resume:
-        from mapush.checkpoint_source import is_upstream_run
-        from mapush.run.checkpoints import resolve_resume
+    if run_dir is not None:
+        from mapush.run.resume import holds_run
 
-        target = Path(args.resume)
-        if is_upstream_run(target) or is_upstream_run(target.parent.parent):
-            raise UsageError("--resume %s is an authors' results folder, not a run of ours: "
-                             "--resume continues our runs; start a new run from its weights "
-                             "with --init-from %s" % (args.resume, args.resume))
-        resumed_run, checkpoint, _meta = resolve_resume(args.resume)
-        resume = str(checkpoint)
-        run_dir = run_dir or str(resumed_run)
-    if run_dir is None:
+        if holds_run(Path(run_dir)):
+            raise UsageError("--run-dir %s already holds a run: continue it with --resume %s, "
+                             "or pick a new folder" % (run_dir, run_dir))
+    else:
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     return RunSpec(
         algo=args.algo, task=args.task, object=obj,
         num_envs=args.num_envs or DEFAULT_NUM_ENVS[args.task],
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
-        rl_device=args.rl_device, resume=resume, checkpoint_interval=args.checkpoint_interval,
+        rl_device=args.rl_device, resume=None, checkpoint_interval=args.checkpoint_interval,
         record_video=args.record_video,
         config=str(Path(args.config).resolve()) if args.config else None,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
         command_net=command_net,
-    )
+    ), None
 
 
 # Each command's module, imported only when it runs; each has ``main(args) -> int``.
@@ -391,12 +406,12 @@ COMMANDS = {
 }
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     if args.command == "train":
-        spec = spec_from_args(args)
+        spec, record = spec_from_args(args, given_options(argv))
         from mapush.run.train import train
 
-        return train(spec, preflight=not args.no_preflight)
+        return train(spec, preflight=not args.no_preflight, record=record)
     if args.command not in COMMANDS:  # pragma: no cover - argparse knows the commands
         raise UsageError("unknown command %r" % args.command)
     import importlib
@@ -405,9 +420,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
-        return _dispatch(args)
+        return _dispatch(args, argv)
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return exc.exit_code

@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -416,6 +417,16 @@ def _harl_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], A
     return policy
 
 
+# The eval child's own folders for what the simulation writes (the PhysX budget): readers
+# never write into the run they read (only eval.jsonl, videos/ and report/ are theirs).
+_SCRATCH = []  # type: List[str]
+
+
+def _scratch() -> str:
+    _SCRATCH.append(tempfile.mkdtemp(prefix="mapush-eval-"))
+    return _SCRATCH[-1]
+
+
 def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     """In the child: build the checkpoint's env, load its policy, run the calculator."""
     from mapush import sim
@@ -426,7 +437,7 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     checkpoint = Path(request["checkpoint"])
     spec = RunSpec(algo=request["algo"], task=request["task"], object=request["object"],
                    num_envs=int(request["num_envs"]), steps=1, seed=int(request["seed"]),
-                   run_dir=str(checkpoint.parent.parent), sim_device=request["sim_device"],
+                   run_dir=_scratch(), sim_device=request["sim_device"],
                    rl_device=request["rl_device"], config=request.get("config"),
                    object_config=request.get("object_config"),
                    command_net=request.get("command_net"))
@@ -470,6 +481,10 @@ def child_main(argv: List[str]) -> None:
               % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""),
               file=sys.stderr)
         code = 1
+    import shutil
+
+    for folder in _SCRATCH:
+        shutil.rmtree(folder, ignore_errors=True)
     leave(code)
 
 

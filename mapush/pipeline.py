@@ -98,9 +98,7 @@ class Pipeline(object):
                 "--seed", str(self.args.seed)]
 
     def _train_args(self, run: Path, extra: List[str]) -> List[str]:
-        from mapush.run.checkpoints import latest_checkpoint
-
-        if (run / "config.json").is_file() and latest_checkpoint(run) is not None:
+        if (run / "config.json").is_file():  # a run of its own: --resume continues it
             return ["train", "--resume", str(run)] + self._device_args() + extra
         return ["train", "--run-dir", str(run)] + self._device_args() + extra
 

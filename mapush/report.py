@@ -198,18 +198,7 @@ def build(run: Path, out: Path) -> Path:
         sections.append("<h2>Videos</h2>" + _missing(
             "video", "make video RUN=%s  (mapush eval --checkpoint %s --video)" % (run, run)))
 
-    provenance = run_config.get("provenance", {})
-    pins = provenance.get("pins", {})
-    patches = ["%s: %s" % (r.get("component"), ", ".join(p.get("name", "?")
-                                                           for p in r.get("patches", [])))
-               for r in provenance.get("patches", [])]
-    summary = [["algorithm", spec.get("algo")], ["task", spec.get("task")],
-               ["object", spec.get("object")], ["envs", spec.get("num_envs")],
-               ["steps", spec.get("steps")], ["seed", spec.get("seed")],
-               ["MAPush", pins.get("MAPUSH_COMMIT")], ["HARL", pins.get("HARL_COMMIT")],
-               ["OpenRL", pins.get("OPENRL_VERSION")], ["torch", pins.get("TORCH_VERSION")],
-               ["patches", "; ".join(patches) or None],
-               ["not recorded", "; ".join(provenance.get("incomplete", [])) or None]]
+    summary = run_summary(run_config)
     if theirs_run is not None:
         summary.append(["authors' run", str(theirs_run)])
     sections.insert(0, "<h2>Run</h2>" + _table(summary, ["", ""]))
@@ -223,6 +212,51 @@ figure{display:inline-block;margin:0 1em 1em 0}.missing{color:#a40}</style></hea
     write_text(out / PAGE, page)
     _say("%s (%d images, %d videos)" % (out / PAGE, len(images), len(videos)))
     return out / PAGE
+
+
+# (row label, pin key, distribution whose installed version config.json records)
+_STACK_ROWS = (("OpenRL", "OPENRL_VERSION", "openrl"), ("torch", "TORCH_VERSION", "torch"),
+               ("numpy", "NUMPY_VERSION", "numpy"), ("Isaac Gym", "ISAACGYM_VERSION", "isaacgym"))
+
+
+def _pinned(pin: Optional[str], installed: Optional[str]) -> Optional[str]:
+    """The installed version, with the pin beside it where the two differ."""
+    if installed is None:
+        return None if pin is None else "%s (pinned; not recorded as installed)" % pin
+    if pin is None or installed == pin:
+        return installed
+    return "%s (pinned: %s)" % (installed, pin)
+
+
+def run_summary(run_config: Dict[str, Any]) -> List[List[Any]]:
+    """The Run table: what config.json recorded. Versions as installed (the pin beside where
+    they differ); the first start's envs and steps, then each resume's."""
+    spec = run_config.get("spec", {})
+    provenance = run_config.get("provenance", {})
+    pins, versions = provenance.get("pins", {}), provenance.get("versions", {})
+    patches = ["%s: %s" % (r.get("component"), ", ".join(p.get("name", "?")
+                                                           for p in r.get("patches", [])))
+               for r in provenance.get("patches", [])]
+    resumes = run_config.get("resumes", [])
+    start = run_config.get("start") or (None if resumes else spec)
+    rows = [["algorithm", spec.get("algo")], ["task", spec.get("task")],
+            ["object", spec.get("object")], ["seed", spec.get("seed")],
+            ["started", "%s envs, --steps %s (%s)" % (start.get("num_envs"), start.get("steps"),
+                                                      run_config.get("created"))
+             if start else "%s (its envs and steps were not recorded before the first resume)"
+             % run_config.get("created")]]  # type: List[List[Any]]
+    for k, resume in enumerate(resumes, 1):
+        rows.append(["resume %d" % k, "%s envs, --steps %s (%s), from %s"
+                     % (resume.get("num_envs", resume.get("spec", {}).get("num_envs")),
+                        resume.get("steps", resume.get("spec", {}).get("steps")),
+                        resume.get("at"), resume.get("from") or "step 0")])
+    rows += [["Python", provenance.get("python")], ["stack", provenance.get("stack")],
+             ["MAPush", pins.get("MAPUSH_COMMIT")], ["HARL", pins.get("HARL_COMMIT")]]
+    rows += [[label, _pinned(pins.get(pin), versions.get(dist))]
+             for label, pin, dist in _STACK_ROWS]
+    rows += [["patches", "; ".join(patches) or None],
+             ["not recorded", "; ".join(provenance.get("incomplete", [])) or None]]
+    return rows
 
 
 def main(args: argparse.Namespace) -> int:

@@ -156,10 +156,8 @@ class Sweep(object):
     def train_args(self, cell: Dict[str, Any]) -> List[str]:
         """A new run, or the resume of an interrupted one (it has a checkpoint): the same
         options, and ``--resume``."""
-        from mapush.run.checkpoints import latest_checkpoint
-
         run = Path(cell["run_dir"])
-        if (run / "config.json").is_file() and latest_checkpoint(run) is not None:
+        if (run / "config.json").is_file():  # a run of its own: --resume continues it
             return self.new_run_args(cell) + ["--resume", str(run)]
         return self.new_run_args(cell)
 

@@ -6,6 +6,7 @@ seconds. Expected metrics are derived from the double's knobs and its object con
 """
 import json
 import math
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,7 +127,8 @@ def load_back(upstream, checkpoint):
 @pytest.fixture(scope="module")
 def happo(upstream, tmp_path_factory):
     """HAPPO for 4 updates (160 steps each) with checkpoints every 320 steps and a linear
-    LR schedule; then a second run resumed from its middle checkpoint into another dir."""
+    LR schedule; then a copy of it, without its last checkpoint and its logs, resumed from
+    its middle checkpoint."""
     tmp = tmp_path_factory.mktemp("happo")
     config = small_config(tmp, "happo.yaml", 20, use_linear_lr_decay=True)
     run_dir = tmp / "run"
@@ -136,9 +138,12 @@ def happo(upstream, tmp_path_factory):
     resumed_dir = tmp / "resumed"
     resumed = None
     if proc.returncode == 0:
+        shutil.copytree(str(run_dir), str(resumed_dir))
+        shutil.rmtree(str(resumed_dir / "checkpoints" / ("step-%012d" % 640)))
+        shutil.rmtree(str(resumed_dir / "logs"))
         resumed = run_mapush(
             train_args("happo", resumed_dir, 640, config, "--checkpoint-interval", 160,
-                       "--resume", run_dir / "checkpoints" / ("step-%012d" % 320)),
+                       "--resume", resumed_dir / "checkpoints" / ("step-%012d" % 320)),
             env=run_env(upstream), cwd=tmp)
     return {"proc": proc, "run_dir": run_dir, "actions": actions, "config": config,
             "resumed": resumed, "resumed_dir": resumed_dir}
@@ -211,7 +216,7 @@ def test_resume_continues_steps_axis_and_lr_schedule(happo):
     assert resumed is not None and resumed.returncode == 0, \
         (resumed.stderr[-4000:] if resumed else "first run failed")
     metas = checkpoint_meta(happo["resumed_dir"])
-    assert sorted(metas) == [480, 640]
+    assert sorted(metas) == [320, 480, 640]  # the copy's 320, then the resumed ones
     lr0 = 0.0005
     # 4 updates in all: update 3 of the same schedule (HARL: lr0 * (1 - (u - 1) / total)),
     # not update 1 of a new one; at the end the same LR as the uninterrupted run

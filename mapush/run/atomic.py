@@ -1,11 +1,14 @@
 """Crash-safe writes: temporary file, fsync, rename. A kill at any moment leaves either the
 old file or the new one, never a torn one."""
+import errno
 import json
 import os
 from pathlib import Path
 from typing import Any, Union
 
 PathLike = Union[str, Path]
+# errno values of a full disk or quota
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def fsync_dir(path: PathLike) -> None:
@@ -20,11 +23,18 @@ def write_bytes(path: PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(".%s.tmp-%d" % (path.name, os.getpid()))
-    with open(str(tmp), "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(str(tmp), str(path))
+    try:
+        with open(str(tmp), "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(str(tmp), str(path))
+    except BaseException:
+        try:  # a full disk must not keep the partial copy
+            os.unlink(str(tmp))
+        except OSError:
+            pass
+        raise
     fsync_dir(path.parent)
 
 
@@ -54,3 +64,16 @@ def writable(folder: Path) -> bool:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     return os.access(str(probe), os.W_OK)
+
+
+def disk_full(exc: BaseException, folder: PathLike, margin: int = 4 << 20) -> bool:
+    """Whether ``exc`` came from a full disk: ENOSPC/EDQUOT, or any error (torch.save's
+    RuntimeError says only "file write failed") while ``folder``'s file system has less
+    than ``margin`` bytes left."""
+    if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+        return True
+    try:
+        st = os.statvfs(str(folder))
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < margin

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from mapush.errors import UsageError
-from mapush.run.atomic import fsync_dir, fsync_tree, write_json
+from mapush.errors import MapushError, UsageError
+from mapush.run.atomic import disk_full, fsync_dir, fsync_tree, write_json
 
 META = "meta.json"
 TMP_PREFIX = ".tmp-"
@@ -72,8 +72,17 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
         else:
             os.replace(str(tmp), str(final))
         fsync_dir(root)
-    except BaseException:
+    except BaseException as exc:
+        full = isinstance(exc, Exception) and disk_full(exc, root)
         shutil.rmtree(str(tmp), ignore_errors=True)
+        if full:
+            latest = latest_checkpoint(run_dir)
+            raise MapushError(
+                "disk full while writing checkpoint %s (%s: %s): the newest complete "
+                "checkpoint, %s, and config.json are intact; free space on %s, then resume "
+                "with --resume %s" % (name, type(exc).__name__, " ".join(str(exc).split())[:200],
+                                      "%s (step %d)" % (latest[1], latest[0]) if latest
+                                      else "none", root, run_dir)) from exc
         raise
 
 

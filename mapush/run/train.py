@@ -13,11 +13,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from mapush.errors import MapushError, UsageError
 from mapush.provenance import provenance, warn_if_incomplete
-from mapush.run.atomic import write_json, write_text
+from mapush.run.atomic import DISK_FULL, write_json, write_text
 from mapush.spec import UPPER, RunSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mapush.run.lock import RunLock
 
 UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
@@ -32,7 +36,7 @@ def _now() -> str:
 def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
     """Copy the run's object config into ``<run_dir>/task/config.py`` (as upstream's
     train.py copies it into its results folder) and point the spec at the copy, so the run,
-    its resumes and its evaluation use the same file. A resumed run keeps its copy."""
+    its resumes and its evaluation use the same file (a resume does not stage again)."""
     from mapush.checkpoint_source import OBJECT_CONFIG
     from mapush.objects import mapush_root, object_config_path
     from mapush.policy_file import sha256
@@ -44,53 +48,72 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
         if not source.is_file():
             return spec, {"source": None, "copy": None, "sha256": None,
                           "note": "no %s under MAPUSH_ROOT to copy" % UPPER_CONFIG}
-        copy.parent.mkdir(parents=True, exist_ok=True)
         write_text(copy, source.read_text())
         return spec, {"source": str(source.resolve()), "copy": str(OBJECT_CONFIG),
                       "sha256": sha256(copy)}
-    if spec.resume and copy.is_file():
-        source = copy
-    else:
-        source = Path(spec.object_config) if spec.object_config else \
-            object_config_path(spec.object)
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        write_text(copy, source.read_text())
+    source = Path(spec.object_config) if spec.object_config else object_config_path(spec.object)
+    write_text(copy, source.read_text())
     record = {"source": str(source.resolve()), "copy": str(OBJECT_CONFIG),
               "sha256": sha256(copy)}
     return spec.with_changes(object_config=str(copy.resolve())), record
 
 
-def write_config(spec: RunSpec) -> Tuple[Path, RunSpec]:
-    """``<run_dir>/config.json``: the resolved options plus the provenance of the stack, the
-    object config's copy and sha256, and the checkpoint a new run starts from. Resuming into
-    an existing run keeps its history under ``resumes``."""
-    run_dir = Path(spec.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / CONFIG
-    spec, object_config = stage_object_config(spec)
+OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.yaml)
+
+
+def stage_overrides(spec: RunSpec) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
+    """Copy ``--config`` into ``<run_dir>/overrides.yaml`` and point the spec at the copy:
+    the run, its resumes and its evaluation read what it was started with, whatever later
+    happens to the user's file."""
+    if not spec.config:
+        return spec, None
+    from mapush.policy_file import sha256
+
+    copy = Path(spec.run_dir) / OVERRIDES
+    write_text(copy, Path(spec.config).read_text())
+    return spec.with_changes(config=str(copy.resolve())), {
+        "source": str(Path(spec.config).resolve()), "copy": OVERRIDES, "sha256": sha256(copy)}
+
+
+def _stack_record(path: Path) -> Dict[str, Any]:
     stack = provenance()
     warn_if_incomplete(stack, str(path))
-    record = {"spec": spec.to_dict(), "provenance": stack, "created": _now(),
-              "command": sys.argv, "object_config": object_config}  # type: Dict[str, Any]
+    return stack
+
+
+def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
+                 ) -> Tuple[Path, RunSpec]:
+    """``<run_dir>/config.json``: the resolved options plus the provenance of the stack, the
+    object config's and ``--config``'s copies and sha256, and the checkpoint a new run starts
+    from. ``record``: the run's config.json when resuming; the new record keeps it and
+    appends the resume (its spec, stack and command) under ``resumes``."""
+    run_dir = Path(spec.run_dir)
+    path = run_dir / CONFIG
+    if record is not None:
+        resumes = list(record.get("resumes", []))  # type: List[Any]
+        resumes.append({"at": _now(), "from": spec.resume, "steps": spec.steps,
+                        "num_envs": spec.num_envs, "command": sys.argv,
+                        "spec": spec.to_dict(), "provenance": _stack_record(path)})
+        write_json(path, dict(record, spec=spec.to_dict(), resumes=resumes))
+        return path, spec
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec, object_config = stage_object_config(spec)
+    spec, overrides = stage_overrides(spec)
+    new = {"spec": spec.to_dict(), "provenance": _stack_record(path), "created": _now(),
+           "command": sys.argv, "object_config": object_config,
+           "start": {"steps": spec.steps, "num_envs": spec.num_envs}}  # type: Dict[str, Any]
+    if overrides:
+        new["config_override"] = overrides
     if spec.command_net:
         from mapush.policy_file import sha256
 
-        record["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
+        new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
     if spec.init_from:
         from mapush.policy_file import checkpoint_sha256
 
-        record["init_from"] = {"checkpoint": spec.init_from,
-                               "sha256": checkpoint_sha256(spec.init_from)}
-    if path.is_file():
-        try:
-            previous = json.loads(path.read_text())
-        except ValueError:
-            previous = {}
-        resumes = list(previous.get("resumes", []))  # type: List[Any]
-        resumes.append({"at": _now(), "from": spec.resume, "spec": spec.to_dict()})
-        record = dict(previous, spec=spec.to_dict(), resumes=resumes)
-        record.setdefault("object_config", object_config)
-    write_json(path, record)
+        new["init_from"] = {"checkpoint": spec.init_from,
+                            "sha256": checkpoint_sha256(spec.init_from)}
+    write_json(path, new)
     return path, spec
 
 
@@ -167,12 +190,15 @@ def supervise(proc: "subprocess.Popen[bytes]", grace: float) -> ChildOutcome:
             signal.signal(signum, handler)
 
 
-def start_child(spec: RunSpec, config_path: Path) -> ChildOutcome:
+def start_child(spec: RunSpec, config_path: Path, lock_fd: Optional[int] = None
+                ) -> ChildOutcome:
+    """The training child, holding the run's lock (``lock_fd``) with the parent."""
     run_dir = Path(spec.run_dir)
     phase_file = run_dir / PHASE_LOG
-    phase_file.write_text("")
+    write_text(phase_file, "")
     env = dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(child_command(config_path), env=env)
+    proc = subprocess.Popen(child_command(config_path), env=env,
+                            pass_fds=() if lock_fd is None else (lock_fd,))
     return supervise(proc, stop_grace_s())
 
 
@@ -189,17 +215,89 @@ def _newest_checkpoint(spec: RunSpec) -> str:
     return "%s (step %d)" % (latest[1], latest[0]) if latest else "none"
 
 
-def train(spec: RunSpec, preflight: bool = True) -> int:
+def check_writable(spec: RunSpec, resuming: bool) -> None:
+    """A read-only run folder (or parent) is one UsageError before anything starts."""
+    from mapush.run.atomic import writable
+
+    run_dir = Path(spec.run_dir)
+    folders = [run_dir] + [run_dir / sub for sub in ("checkpoints", "logs", "task")
+                           if (run_dir / sub).is_dir()] if resuming else [run_dir]
+    for folder in folders:
+        if not writable(folder):
+            raise UsageError("%s is read-only: %s cannot write its checkpoints and logs there; "
+                             "make it writable (chmod u+w, or mount it read-write), or %s"
+                             % (folder, "--resume" if resuming else "--run-dir",
+                                "copy the run and resume the copy" if resuming
+                                else "pick another --run-dir"))
+
+
+def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
+    """Every refusal that needs no simulation, before the run folder exists or changes: the
+    trainer's config (keys, values, steps), a resume with nothing left to train, a
+    read-only folder."""
+    import importlib
+
+    from mapush.run.checkpoints import read_meta
+    from mapush.run.child import TRAINERS
+
+    resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
+    try:
+        trainer = importlib.import_module(TRAINERS[spec.trainer])
+    except ImportError as exc:
+        raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
+                          "run mapush train there)" % (spec.algo, exc))
+    updates = trainer.planned_updates(spec, resume_meta)
+    if record is not None and updates <= 0:
+        raise UsageError("--resume %s: the run is at step %s, less than one update below its "
+                         "target --steps %d: pass a larger --steps"
+                         % (spec.run_dir, resume_meta.get("step", 0), spec.steps))
+    check_writable(spec, record is not None)
+
+
+def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> "RunLock":
+    """Create the run folder (a new run) and take its lock; a new run into a folder that
+    another command filled meanwhile is refused."""
+    from mapush.run.lock import RunLock
+    from mapush.run.resume import holds_run
+
+    run_dir = Path(spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(run_dir).acquire()
+    if record is None and holds_run(run_dir):
+        lock.release()
+        raise UsageError("%s already holds a run: continue it with --resume %s"
+                         % (run_dir, run_dir))
+    return lock
+
+
+def _disk_full(exc: OSError, what: Path) -> MapushError:
+    return MapushError("disk full (%s) while writing %s: the previous one is intact; free "
+                       "space and run the command again" % (os.strerror(exc.errno), what))
+
+
+def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None
+          ) -> int:
     """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
     final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
-    the child died from a signal."""
+    the child died from a signal. ``record``: the config.json of the run a resume
+    continues (None: a new run). Nothing is written before every check passed."""
     if preflight:
         from mapush.diagnostics.doctor import preflight as run_preflight
 
         run_preflight(spec)
-    config_path, spec = write_config(spec)
-    print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
-    outcome = start_child(spec, config_path)
+    check_spec(spec, record)
+    lock = open_run(spec, record)
+    try:
+        try:
+            config_path, spec = write_config(spec, record)
+        except OSError as exc:
+            if exc.errno in DISK_FULL:
+                raise _disk_full(exc, Path(spec.run_dir) / CONFIG)
+            raise
+        print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
+        outcome = start_child(spec, config_path, lock.fd)
+    finally:
+        lock.release()
     status = outcome.status
     if outcome.killed:
         print("error: the training process did not stop within %.0f s of %s and was killed; "

@@ -272,6 +272,13 @@ def plan(spec: RunSpec, config: Dict[str, Any], resume_meta: Dict[str, Any]
     return start_step, start_update, total_updates, per_update
 
 
+def planned_updates(spec: RunSpec, resume_meta: Dict[str, Any]) -> int:
+    """Updates the run will train (0: nothing left); checks the config first (run in the
+    parent, before the run folder exists)."""
+    _step, start_update, total_updates, _per = plan(spec, load_config(spec), resume_meta)
+    return total_updates - start_update
+
+
 def train(ctx: RunContext) -> int:
     spec = ctx.spec
     config = load_config(spec)

@@ -47,11 +47,9 @@ RESOLVED_CONFIG = "openrl_config.json"
 
 
 # -- configuration ----------------------------------------------------------------------
-def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
-    """OpenRL's config for the run: OpenRL's defaults, then ``configs/ppo.yaml`` (the
-    recipe), then the user's ``--config`` YAML, then what the command line decides (seed,
-    run directory, wandb); upstream's Isaac Gym fields are merged in, as ``get_args`` did.
-    A bad YAML is a UsageError naming the file."""
+def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
+    """OpenRL's defaults, then ``configs/ppo.yaml`` (the recipe), then the user's
+    ``--config`` YAML. A bad YAML is a UsageError naming the file."""
     parser = create_config_parser()
     parser.exit_on_error = False
     argv = ["--config", str(SHIPPED_CONFIG)]
@@ -68,6 +66,21 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
         raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
                          % (user_config or SHIPPED_CONFIG, " ".join(str(exc).split())[:400]))
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
+    return cfg
+
+
+def planned_updates(spec: RunSpec, resume_meta: Dict[str, Any]) -> int:
+    """Updates the run will train (0: nothing left); checks the config first (run in the
+    parent, before the run folder exists)."""
+    per_update = int(parse_config(spec, spec.config).episode_length) * int(spec.num_envs)
+    return max(1, int(spec.steps) // per_update) - int(resume_meta.get("step", 0)) // per_update
+
+
+def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
+    """OpenRL's config for the run: :func:`parse_config`, then what the command line
+    decides (seed, run directory, wandb); upstream's Isaac Gym fields are merged in, as
+    ``get_args`` did."""
+    cfg = parse_config(spec, user_config)
     cfg.seed = spec.seed
     cfg.run_dir = str(spec.run_dir)
     cfg.experiment_name = spec.object

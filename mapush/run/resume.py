@@ -1,0 +1,171 @@
+"""``mapush train --resume RUN``: the run continued with everything its ``config.json``
+recorded.
+
+Only what does not change what the run is may be given again (:data:`ADJUSTABLE`): a new
+``--steps`` target, the devices, ``--checkpoint-interval`` and logging. Any other option
+given with ``--resume`` must equal the record; one that differs is a UsageError naming
+the option, the recorded and the given value, raised before anything is written.
+"""
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Set, Tuple
+
+from mapush.errors import UsageError
+from mapush.spec import RunSpec
+
+RUN_CONFIG = "config.json"
+# options of `mapush train` that --resume may change: {option: (argparse dest, spec field)}
+ADJUSTABLE = {"--steps": ("steps", "steps"), "--sim-device": ("sim_device", "sim_device"),
+              "--rl-device": ("rl_device", "rl_device"),
+              "--checkpoint-interval": ("checkpoint_interval", "checkpoint_interval"),
+              "--wandb": ("wandb", "use_wandb"), "--record-video": ("record_video", "record_video")}
+# options that never touch the record (how the command runs, not what it trains)
+NEUTRAL = ("--no-preflight", "--resume")
+
+
+def read_record(run_dir: Path, what: str = "--resume") -> Dict[str, Any]:
+    path = Path(run_dir) / RUN_CONFIG
+    try:
+        record = json.loads(path.read_text())
+        RunSpec.from_dict(record["spec"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError("%s %s: cannot read the run's %s (%s): it is not a run of mapush "
+                         "train" % (what, run_dir, RUN_CONFIG, exc))
+    return record
+
+
+def holds_run(folder: Path) -> bool:
+    """Whether ``folder`` already holds a run (its record or its checkpoints)."""
+    folder = Path(folder)
+    return (folder / RUN_CONFIG).exists() or (folder / "checkpoints").exists()
+
+
+def _same_path(a: Optional[str], b: Optional[str]) -> bool:
+    if a is None or b is None:
+        return a is b
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _sha(path: Optional[str]) -> Optional[str]:
+    from mapush.policy_file import sha256
+
+    return sha256(path) if path and Path(path).is_file() else None
+
+
+def _yaml(path: Optional[str]) -> Any:
+    import yaml
+
+    if not path or not Path(path).is_file():
+        return None
+    with open(str(path)) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def _compare(option: str, recorded: Any, given: Any, shown: Any = None) -> None:
+    if recorded != given:
+        raise UsageError("%s: the run was recorded with %s, this command gives %s; --resume "
+                         "continues the run as recorded: drop %s (or start a new run)"
+                         % (option, _show(recorded), _show(shown if shown is not None
+                                                             else given), option))
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def recorded_spec(record: Dict[str, Any], run_dir: Path) -> RunSpec:
+    """The record's spec, its copies of the object config and ``--config`` found in
+    ``run_dir`` (a run moved or copied elsewhere, or seen from inside the container, still
+    reads its own files)."""
+    spec = RunSpec.from_dict(record["spec"])
+    for key, field in (("object_config", "object_config"), ("config_override", "config")):
+        copy = (record.get(key) or {}).get("copy")
+        if copy and getattr(spec, field):
+            spec = spec.with_changes(**{field: str((Path(run_dir) / copy).resolve())})
+    return spec.with_changes(run_dir=str(run_dir))
+
+
+def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict[str, Any],
+                         run_dir: Path) -> None:
+    """Every identity option given with ``--resume`` must equal the record."""
+    spec = recorded_spec(record, run_dir)
+    plain = {"--algo": "algo", "--task": "task", "--num-envs": "num_envs", "--seed": "seed",
+             "--object": "object"}
+    for option, field in plain.items():
+        if option in given:
+            _compare(option, getattr(spec, field), getattr(args, field))
+    checks = {
+        "--run-dir": lambda: _compare("--run-dir", str(run_dir), str(args.run_dir))
+        if not _same_path(str(run_dir), args.run_dir) else None,
+        "--object-config": lambda: _compare(
+            "--object-config", (record.get("object_config") or {}).get("source"),
+            args.object_config) if _sha(args.object_config) != _sha(spec.object_config)
+        else None,
+        "--config": lambda: _compare(
+            "--config", (record.get("config_override") or {}).get("source", spec.config),
+            args.config) if _yaml(args.config) != _yaml(spec.config) else None,
+        "--command-net": lambda: _check_command_net(args, spec),
+        "--init-from": lambda: _check_init_from(args, spec),
+    }  # type: Dict[str, Callable[[], Any]]
+    for option, check in checks.items():
+        if option in given:
+            check()
+    known = set(plain) | set(checks) | set(ADJUSTABLE) | set(NEUTRAL)
+    unknown = sorted(given - known)
+    if unknown:  # pragma: no cover - a new option of `mapush train` must be classified here
+        raise UsageError("%s: not known to --resume (mapush.run.resume)" % ", ".join(unknown))
+
+
+def _check_command_net(args: argparse.Namespace, spec: RunSpec) -> None:
+    from mapush.cli import command_net_from_args
+
+    given = command_net_from_args(args)
+    if not _same_path(given, spec.command_net) and _sha(given) != _sha(spec.command_net):
+        _compare("--command-net", spec.command_net, given, args.command_net)
+
+
+def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
+    from mapush.checkpoint_source import resolve
+
+    given = str(resolve(args.init_from, "--init-from").resolve())
+    if not _same_path(given, spec.init_from):
+        _compare("--init-from", spec.init_from, given, args.init_from)
+
+
+def resume_target(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
+    """``--resume RUN_DIR_OR_CHECKPOINT`` -> ``(run_dir, checkpoint or None, meta)``. A run
+    that stopped before its first checkpoint resumes from step 0 with its record."""
+    from mapush.checkpoint_source import is_upstream_run
+    from mapush.run.checkpoints import latest_checkpoint, resolve_resume
+
+    path = Path(target)
+    if is_upstream_run(path) or is_upstream_run(path.parent.parent):
+        raise UsageError("--resume %s is an authors' results folder, not a run of ours: "
+                         "--resume continues our runs; start a new run from its weights "
+                         "with --init-from %s" % (target, target))
+    if path.is_dir() and (path / RUN_CONFIG).is_file() and latest_checkpoint(path) is None:
+        return path, None, {}
+    run_dir, checkpoint, meta = resolve_resume(target)
+    return Path(run_dir), checkpoint, meta
+
+
+def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dict[str, Any]]:
+    """The spec that continues ``--resume``'s run, and the run's record."""
+    run_dir, checkpoint, meta = resume_target(args.resume)
+    record = read_record(run_dir)
+    check_against_record(args, given, record, run_dir)
+    spec = recorded_spec(record, run_dir)
+    for path, what in ((spec.config, "--config copy"), (spec.object_config, "object config")):
+        if path and not Path(path).is_file():
+            raise UsageError("--resume %s: the run's %s %s is gone: the run cannot continue "
+                             "as recorded" % (args.resume, what, path))
+    changes = {field: getattr(args, dest)
+               for option, (dest, field) in ADJUSTABLE.items() if option in given}
+    spec = spec.with_changes(resume=str(checkpoint) if checkpoint else None, **changes)
+    step = int(meta.get("step", 0))
+    if step >= spec.steps:
+        raise UsageError("--resume %s: the run has trained %d env steps, its target (--steps) "
+                         "is %d: pass --steps N with N above %d to train further"
+                         % (args.resume, step, spec.steps, step))
+    return spec, record
