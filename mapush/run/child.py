@@ -15,6 +15,7 @@ from typing import Optional
 
 from mapush.errors import MapushError
 from mapush.run import phases
+from mapush.run.atomic import DISK_FULL
 from mapush.run.checkpoints import read_meta
 from mapush.run.context import RunContext, StopFlag
 from mapush.run.leave import leave
@@ -74,6 +75,14 @@ def main() -> None:
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
         code = exc.exit_code
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        print("error: disk full (%s) while writing %s: checkpoints and config.json are "
+              "written whole or not at all, so the newest complete checkpoint is intact; free "
+              "space, then resume with --resume" % (exc.strerror, exc.filename or "a file"),
+              file=sys.stderr)
+        code = 1
     except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
         traceback.print_exc()
         from mapush.run.crash import diagnose_exception

@@ -120,7 +120,8 @@ def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict
 def _check_command_net(args: argparse.Namespace, spec: RunSpec) -> None:
     from mapush.cli import command_net_from_args
 
-    given = command_net_from_args(args)
+    given = command_net_from_args(argparse.Namespace(**dict(vars(args), task=spec.task,
+                                                            algo=spec.algo)))
     if not _same_path(given, spec.command_net) and _sha(given) != _sha(spec.command_net):
         _compare("--command-net", spec.command_net, given, args.command_net)
 

@@ -394,11 +394,17 @@ def train(ctx: RunContext) -> int:
     write_json(ctx.run_dir / RESOLVED_CONFIG, plain_config(cfg))
     callback = RunCallback(ctx, logger, cfg, adapter.parallel_env_num, start_step,
                            start_update)
+    trained = False
     try:
         agent.train(total_time_steps=total_updates * per_update, logger=logger,
                     callback=callback, driver_class=resumable_driver(start_update, start_step))
+        trained = True
     finally:
-        logger.close()
+        try:
+            logger.close()
+        except OSError:
+            if trained:  # else the failure in flight (a full disk, say) is the one to report
+                raise
     how = "stopped" if ctx.stop.requested else "finished"
     print("mapush: training %s at step %d; checkpoints in %s"
           % (how, callback.trained_steps, checkpoints_dir(ctx.run_dir)), file=sys.stderr)
