@@ -4,6 +4,18 @@ SHELL := /bin/bash
 
 include env/pins.env
 
+# The stack: cu116 (default) or cu121 (env/pins.env). Every CU121_<KEY> pin replaces <KEY>.
+STACK ?= cu116
+STACKS := cu116 cu121
+ifeq ($(filter $(STACKS),$(STACK)),)
+$(error error: STACK='$(STACK)' is not one of: $(STACKS) (cu116: CUDA 11.6, torch 1.13.1; cu121: the authors' torch 2.3.1))
+endif
+_STACK_KEYS := CUDA_BASE_IMAGE CUDA_VERSION TORCH_VERSION TORCHVISION_VERSION TORCH_INDEX_URL \
+	LOCK_FILE TORCH_PYPI_VERSION TORCHVISION_PYPI_VERSION
+ifeq ($(STACK),cu121)
+$(foreach key,$(_STACK_KEYS),$(eval $(key) := $(CU121_$(key))))
+endif
+
 PYTHON ?= python3
 VENV := .venv
 VENV_PY := $(VENV)/bin/python
@@ -38,7 +50,8 @@ TASKS := go1push_mid go1push_upper
 OBJECT_CHOICES := cuboid Tblock cylinder
 
 # Image and Docker. Compose reads the pins from env/pins.env; the shell environment wins.
-IMAGE ?= mapush-env:latest
+# one tag per stack: the default stack keeps :latest
+IMAGE ?= mapush-env:$(if $(filter cu116,$(STACK)),latest,$(STACK))
 TENSORBOARD_IMAGE ?= mapush-tensorboard:latest
 TENSORBOARD_PORT ?= 6006
 # TensorBoard's base image; empty: the Dockerfile's python:3.11-slim-bookworm.
@@ -159,7 +172,9 @@ help: ## list the targets and their variables
 	@echo "    RUN=$(or $(RUN),(empty; make resume, eval, video and report need it: RUN=runs/...))"
 	@echo "    CHECKPOINT=$(or $(CHECKPOINT),(empty: RUN's newest; make video))"
 	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
+	@echo "    STACK=$(STACK)  one of: $(STACKS) (cu121: the authors' torch 2.3.1+cu121)"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
+	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: python:3.11-slim-bookworm))"
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
@@ -183,10 +198,31 @@ venv: $(VENV)/.stamp ## create the test virtualenv (.venv) from env/requirements
 test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed)
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
+# make test-stack: the suite on the image's own stack: Python 3.8 and STACK's hashed lock,
+# patched by patches/apply (ci/stack-venv.sh); torch from PyPI and the tests' double
+# instead of Isaac Gym are the two substitutions, printed each run.
+PYTHON38 ?= $(or $(lastword $(sort $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.8*/bin/python))),$(shell command -v python3.8 2>/dev/null),python3.8)
+STACK_VENV := build/stack-$(STACK)
+HARL_WHEEL := $(VENV)/wheels/harl_aht-$(HARL_AHT_VERSION)-py3-none-any.whl
+
+$(STACK_VENV)/.stamp: $(LOCK_FILE) env/requirements-stack-test.txt ci/stack-venv.sh \
+		$(wildcard patches/*/*) pyproject.toml $(VENV)/.stamp
+	bash ci/stack-venv.sh '$(PYTHON38)' $(STACK_VENV) $(LOCK_FILE) $(TORCH_PYPI_VERSION) \
+	  $(TORCHVISION_PYPI_VERSION) $(HARL_WHEEL)
+	touch $@
+
+.PHONY: test-stack
+test-stack: $(VENV)/.stamp $(STACK_VENV)/.stamp ## the suite on the image's Python 3.8 stack (STACK's lock), but Docker's tests
+	@echo "test-stack: STACK=$(STACK): Python 3.8 with $(LOCK_FILE) and our patches, as the image; substituted:"
+	@echo "test-stack:   torch $(TORCH_VERSION) / torchvision $(TORCHVISION_VERSION) -> $(TORCH_PYPI_VERSION) / $(TORCHVISION_PYPI_VERSION) from PyPI (same API; runs on a CPU)"
+	@echo "test-stack:   Isaac Gym and MQE -> the tests' double (as make test)"
+	MAPUSH_STACK=$(STACK) MAPUSH_PRISTINE_OPENRL=$(abspath $(STACK_VENV))/pristine/openrl \
+	  $(STACK_VENV)/bin/python -m pytest -m "not docker and not image" $(PYTEST_ARGS)
+
 # ---------------------------------------------------------------------------------------
 # The training image. Every pin reaches the build as a --build-arg from env/pins.env.
-_PIN_ARGS := CUDA_BASE_IMAGE CUDA_VERSION PYTHON_VERSION TORCH_VERSION TORCHVISION_VERSION \
-	TORCH_INDEX_URL OPENRL_VERSION GYMNASIUM_VERSION NUMPY_VERSION JSONARGPARSE_VERSION \
+_PIN_ARGS := STACK LOCK_FILE CUDA_BASE_IMAGE CUDA_VERSION PYTHON_VERSION TORCH_VERSION \
+	TORCHVISION_VERSION TORCH_INDEX_URL OPENRL_VERSION GYMNASIUM_VERSION NUMPY_VERSION JSONARGPARSE_VERSION \
 	MAPUSH_REPO MAPUSH_COMMIT HARL_REPO HARL_COMMIT ISAACGYM_TARBALL ISAACGYM_VERSION
 DOCKER_BUILD = $(DOCKER) build --file docker/Dockerfile --tag $(IMAGE) \
 	$(foreach pin,$(_PIN_ARGS),--build-arg $(pin)=$($(pin))) \

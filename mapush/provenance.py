@@ -61,6 +61,8 @@ PATCH_COMPONENTS = ("openrl", "harl", "mapush")
 def gaps(record: Dict[str, Any]) -> List[str]:
     """What the record lacks, one phrase each: an empty list means complete."""
     missing = []  # type: List[str]
+    if not record.get("stack"):
+        missing.append("stack (MAPUSH_STACK is unset: the image sets it)")
     pins = record.get("pins") or {}
     if not pins:
         missing.append("pins (no pins.env: reinstall mapush-env from its source tree)")
@@ -84,6 +86,8 @@ def provenance() -> Dict[str, Any]:
     """The record, with ``incomplete`` listing what it lacks (empty when complete)."""
     record = {
         "mapush_env": __version__,
+        # the image's stack (cu116 or cu121; docker/Dockerfile sets it)
+        "stack": os.environ.get("MAPUSH_STACK"),
         "python": platform.python_version(),
         "executable": sys.executable,
         "pins": load_pins(),

@@ -17,6 +17,19 @@ DOUBLES = REPO / "tests" / "doubles"
 DOUBLE_ROOT = DOUBLES / "mapush_root"
 
 
+def pytest_report_header(config):
+    """The stack the suite runs on (make test-stack prints it too)."""
+    try:
+        from importlib import metadata
+
+        versions = ", ".join("%s %s" % (name, metadata.version(name))
+                             for name in ("torch", "numpy", "openrl"))
+    except Exception as exc:  # noqa: BLE001 - a header, not a test
+        versions = "(%s)" % exc
+    return "stack: Python %s, %s, MAPUSH_STACK=%s" % (
+        sys.version.split()[0], versions, os.environ.get("MAPUSH_STACK", "(unset)"))
+
+
 @pytest.fixture(scope="session")
 def upstream(tmp_path_factory):
     """Real upstream packages patched by ``patches/apply``: ``{"site": dir holding the

@@ -102,7 +102,22 @@ def test_hopper_with_the_cu116_build_fails_naming_the_way_out(healthy):
     check = checks_for(facts(name="NVIDIA H100 80GB HBM3", cap=(9, 0), free_mb=80000))["gpu_arch"]
     assert check.status == FAIL
     assert "sm_90" in check.message and "no kernel image" in check.message
-    assert "cu118" in check.fix and "TORCH_VERSION" in check.fix
+    assert "make build STACK=cu121" in check.fix and "make train STACK=cu121" in check.fix
+    assert "reported to segfault on H100" in check.fix
+
+
+def test_blackwell_has_no_stack_to_recommend(healthy):
+    check = checks_for(facts(name="NVIDIA B200", cap=(10, 0), free_mb=80000))["gpu_arch"]
+    assert check.status == FAIL and "STACK=cu121" not in check.fix
+    assert "No stack of this project has sm_100 kernels" in check.fix
+
+
+def test_hopper_on_the_cu121_stack_passes_the_arch_but_warns_of_isaac_gym(healthy):
+    found = facts(name="NVIDIA H100 80GB HBM3", cap=(9, 0), free_mb=80000)
+    found.arch_list = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    check = checks_for(found)["gpu_arch"]
+    assert check.status == WARN and "sm_90 kernels" in check.message
+    assert "segfault on H100" in check.message and "Ampere/Ada" in check.fix
 
 
 def test_ada_runs_ampere_kernels(healthy):

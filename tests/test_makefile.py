@@ -97,7 +97,7 @@ def targets() -> Dict[str, str]:
 
 
 def test_every_target_has_a_help_line_and_make_help_lists_it():
-    rules = {t: h for t, h in targets().items() if not t.startswith("$(VENV)")}
+    rules = {t: h for t, h in targets().items() if not t.startswith("$(")}  # file rules
     assert set(REQUIRED) <= set(rules), set(REQUIRED) - set(rules)
     assert [t for t, h in rules.items() if not h] == []
     listing = make(["help"])
@@ -219,6 +219,8 @@ def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
     dockerfile_args = set(re.findall(r"^ARG (\w+)", (REPO / "docker" / "Dockerfile").read_text(), re.M))
     build_args = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--build-arg")
     assert build_args.pop("HOST_UID") == "1234" and build_args.pop("HOST_GID") == "567"
+    assert build_args["STACK"] == "cu116"
+    PINS["STACK"] = "cu116"  # the default stack: the pins without a CU121_ prefix
     # every ARG of the Dockerfile that is a pin gets the pins.env value, and nothing else
     assert set(build_args) == dockerfile_args - {"HOST_UID", "HOST_GID"}
     for name, value in build_args.items():
@@ -229,6 +231,30 @@ def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
     assert sorted(p.name for p in context.iterdir()) == [PINS["ISAACGYM_TARBALL"]]
     staged = context / PINS["ISAACGYM_TARBALL"]
     assert not staged.is_symlink() and staged.read_bytes() == real.read_bytes()
+
+
+def test_the_cu121_stack_builds_its_own_image_from_its_own_pins(sandbox, tmp_path):
+    tarball = fake_tarball(tmp_path / "isaacgym.tgz")
+    proc = stubbed(sandbox, ["build", "STACK=cu121", "ISAACGYM_TARBALL_PATH=%s" % tarball])
+    assert proc.returncode == 0, proc.stderr
+    args = docker_calls(sandbox)[-1].split()
+    build_args = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--build-arg")
+    assert build_args["STACK"] == "cu121" and build_args["TORCH_VERSION"] == "2.3.1+cu121"
+    for key in ("CUDA_BASE_IMAGE", "CUDA_VERSION", "TORCH_VERSION", "TORCHVISION_VERSION",
+                "TORCH_INDEX_URL", "LOCK_FILE"):
+        assert build_args[key] == PINS["CU121_" + key], key
+    assert build_args["OPENRL_VERSION"] == PINS["OPENRL_VERSION"]  # shared pins stay
+    assert args[args.index("--tag") + 1] == "mapush-env:cu121"
+    assert (REPO / PINS["CU121_LOCK_FILE"]).is_file()
+    proc = stubbed(sandbox, ["-n", "train", "STACK=cu121"])
+    assert "mapush-env:cu121" in make(["-n", "help", "STACK=cu121"]).stdout
+
+
+def test_a_bogus_stack_is_one_line(sandbox):
+    proc = stubbed(sandbox, ["build", "STACK=bogus"])
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert proc.returncode == 2 and len(errors) == 1 and "STACK='bogus'" in errors[0]
+    assert docker_calls(sandbox) == []
 
 
 def test_train_builds_only_a_missing_image_then_runs_compose(sandbox, tmp_path):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from tests.upstream import APPLY, REPO
 
-# the console script beside this interpreter (vermin has no ``python -m vermin``)
-_SCRIPT = Path(sys.executable).parent / "vermin"
-VERMIN = [str(_SCRIPT) if _SCRIPT.exists() else shutil.which("vermin") or "vermin",
+# the console script beside this interpreter (vermin has no ``python -m vermin``), else the
+# test venv's (make test-stack runs on the image's stack, which has no linters)
+_SCRIPTS = [Path(sys.executable).parent / "vermin", REPO / ".venv" / "bin" / "vermin"]
+_SCRIPT = next((p for p in _SCRIPTS if p.exists()), None)
+VERMIN = [str(_SCRIPT) if _SCRIPT else shutil.which("vermin") or "vermin",
           "-t=3.8-", "--violations", "--eval-annotations", "--no-tips"]
 
 

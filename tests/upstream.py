@@ -7,6 +7,7 @@ openrl stays pristine (tests copy it); HARL's upstream files come from the harl-
 """
 import hashlib
 import importlib.util
+import os
 import shutil
 import subprocess
 import zipfile
@@ -45,7 +46,11 @@ def pinned_hashes(component: str) -> Dict[str, str]:
 
 
 def pristine_openrl_dir() -> Path:
-    """The venv's openrl package folder, found without importing it (the import is broken)."""
+    """The venv's openrl package folder, found without importing it (the import is broken).
+    ``make test-stack`` patches its venv's OpenRL as the image does and keeps the pristine
+    copy in ``MAPUSH_PRISTINE_OPENRL``."""
+    if os.environ.get("MAPUSH_PRISTINE_OPENRL"):
+        return Path(os.environ["MAPUSH_PRISTINE_OPENRL"])
     spec = importlib.util.find_spec("openrl")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("openrl is not installed in this interpreter; run `make venv`")
@@ -74,7 +79,11 @@ def copy_openrl(site: Path) -> Path:
 
 def extract_harl(site: Path) -> Path:
     """Extract only ``harl/`` from the carrier wheel and verify the pinned upstream files."""
-    with zipfile.ZipFile(str(harl_wheel())) as archive:
+    return extract_harl_from(harl_wheel(), site)
+
+
+def extract_harl_from(wheel: Path, site: Path) -> Path:
+    with zipfile.ZipFile(str(wheel)) as archive:
         members = [name for name in archive.namelist() if name.startswith("harl/")]
         archive.extractall(str(site), members)
     for rel, digest in pinned_hashes("harl").items():

@@ -46,14 +46,21 @@ GPU_IN_CONTAINER_FIX = (
     "run 'sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker'; "
     "check with 'docker run --rm --gpus all <image> nvidia-smi'")
 ARCH_FIX = (
-    "torch %(torch)s has no kernels for this GPU. Supported way out: rebuild the image with a "
-    "torch built for %(sm)s: for Hopper (sm_90, H100/H200) set TORCH_VERSION=2.0.1+cu118, "
-    "TORCHVISION_VERSION=0.15.2+cu118, TORCH_INDEX_URL=https://download.pytorch.org/whl/cu118 "
-    "(and CUDA_VERSION=11.8 with a CUDA 11.8 CUDA_BASE_IMAGE) in env/pins.env and 'make build' "
-    "(untested by this project; official Python 3.8 wheels "
-    "end at torch 2.4.1; Blackwell sm_100/sm_120 has none); note NVIDIA does not validate Isaac "
-    "Gym Preview 4 on Hopper (segfaults after '+++ Using GPU PhysX' are reported). Or run on "
-    "a GPU up to sm_89 (Ampere/Ada), which the cu116 build supports")
+    "torch %(torch)s has no kernels for %(sm)s. %(stack)s"
+    "Note: Isaac Gym itself is reported to segfault on H100 upstream (right after '+++ Using "
+    "GPU PhysX'; NVIDIA does not validate Isaac Gym Preview 4 on Hopper), so even a torch "
+    "with sm_90 kernels may not be enough there; a GPU up to sm_89 (Ampere/Ada) is the "
+    "tested way")
+# The authors' stack: torch 2.3.1+cu121, built for sm_50 to sm_90 (env/pins.env, STACK=cu121).
+CU121_ARCHS = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+CU121_FIX = ("Use the authors' stack, whose torch 2.3.1+cu121 has %(sm)s kernels: "
+             "'make build STACK=cu121' then 'make train STACK=cu121 ...'. ")
+HOPPER_MAJOR = 9
+HOPPER_NOTE = ("Isaac Gym Preview 4 is not validated on Hopper; segfaults right after '+++ "
+               "Using GPU PhysX' are reported on H100 (IsaacGymEnvs issue 220, no fix posted): "
+               "if the simulation dies there, train on an Ampere/Ada GPU (up to sm_89)")
+NO_STACK_FIX = ("No stack of this project has %(sm)s kernels (official Python 3.8 wheels end "
+                "at torch 2.4.1; Blackwell sm_100/sm_120 has none). ")
 
 
 def in_container() -> bool:
@@ -175,8 +182,15 @@ def check_arch(opts: Options, facts: GpuFacts) -> Check:
             notes.append("cuda:%d %s runs %s kernels" % (dev.index, dev.sm, closest))
     if problems:
         dev, message = problems[0]
+        fits = gpu_facts.arch_support(dev.capability, list(CU121_ARCHS))[0] != "none"
+        stack = (CU121_FIX if fits else NO_STACK_FIX) % {"sm": dev.sm}
         return Check("gpu_arch", FAIL, message + ": expect 'no kernel image is available'",
-                     ARCH_FIX % {"torch": facts.torch_version, "sm": dev.sm})
+                     ARCH_FIX % {"torch": facts.torch_version, "sm": dev.sm, "stack": stack})
+    hopper = [dev for dev in facts.devices if dev.index in wanted and dev.capability
+              and dev.capability[0] == HOPPER_MAJOR]
+    if hopper:
+        return Check("gpu_arch", WARN, "; ".join(notes) + "; but Isaac Gym itself is reported "
+                     "to segfault on H100 upstream (%s)" % hopper[0].name, HOPPER_NOTE)
     if any("PTX" in n for n in notes):
         return Check("gpu_arch", WARN, "; ".join(notes),
                      "a torch build with native kernels for this GPU avoids the JIT")
