@@ -5,10 +5,11 @@ SHELL := /bin/bash
 include env/pins.env
 
 # The stack: cu116 (default) or cu121 (env/pins.env). Every CU121_<KEY> pin replaces <KEY>.
-STACK ?= cu116
+# (STACK's default, cu116, is in env/pins.env; the cu116 lock is kept for make lock)
+_LOCK_CU116 := $(LOCK_FILE)
 STACKS := cu116 cu121
 ifeq ($(filter $(STACKS),$(STACK)),)
-$(error error: STACK='$(STACK)' is not one of: $(STACKS) (cu116: CUDA 11.6, torch 1.13.1; cu121: the authors' torch 2.3.1))
+$(error error: STACK='$(STACK)' is not one of: $(STACKS) (cu116: CUDA 11.6, the default; cu121: the stack MAPush's authors trained with))
 endif
 _STACK_KEYS := CUDA_BASE_IMAGE CUDA_VERSION TORCH_VERSION TORCHVISION_VERSION TORCH_INDEX_URL \
 	LOCK_FILE TORCH_PYPI_VERSION TORCHVISION_PYPI_VERSION
@@ -172,7 +173,7 @@ help: ## list the targets and their variables
 	@echo "    RUN=$(or $(RUN),(empty; make resume, eval, video and report need it: RUN=runs/...))"
 	@echo "    CHECKPOINT=$(or $(CHECKPOINT),(empty: RUN's newest; make video))"
 	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
-	@echo "    STACK=$(STACK)  one of: $(STACKS) (cu121: the authors' torch 2.3.1+cu121)"
+	@echo "    STACK=$(STACK)  one of: $(STACKS) (cu121: the authors' torch $(CU121_TORCH_VERSION))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
 	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
@@ -344,7 +345,7 @@ bench: $(VENV)/.stamp ## quick benchmark of our layer (benchmarks/run.py --quick
 	$(VENV_PY) benchmarks/run.py --quick
 
 .PHONY: lock
-lock: $(VENV)/.stamp ## re-lock env/requirements.lock and env/tensorboard.lock (hashed) from env/*.in
+lock: $(VENV)/.stamp ## re-lock both stacks' locks and env/tensorboard.lock (hashed) from env/*.in
 	mkdir -p build
 	printf '%s\n' openrl==$(OPENRL_VERSION) gymnasium==$(GYMNASIUM_VERSION) \
 	  numpy==$(NUMPY_VERSION) jsonargparse==$(JSONARGPARSE_VERSION) > build/lock-constraints.txt
@@ -354,8 +355,14 @@ lock: $(VENV)/.stamp ## re-lock env/requirements.lock and env/tensorboard.lock (
 	  --python-platform x86_64-manylinux_2_31 --generate-hashes --custom-compile-command 'make lock' \
 	  --no-emit-package torch --no-emit-package torchvision \
 	  -c build/lock-constraints.txt --override build/lock-overrides.txt \
-	  env/requirements.in -o env/requirements.lock
-	sed -n 's/^\(tensorboard==[^ ]*\).*/\1/p; s/^\(numpy==[^ ]*\).*/\1/p' env/requirements.lock \
+	  env/requirements.in -o $(_LOCK_CU116)
+	printf '%s\n' torch==$(CU121_TORCH_PYPI_VERSION) torchvision==$(CU121_TORCHVISION_PYPI_VERSION) \
+	  > build/lock-torch-cu121.txt
+	$(VENV)/bin/uv pip compile --quiet --python-version $(PYTHON_VERSION) \
+	  --python-platform x86_64-manylinux_2_31 --generate-hashes --custom-compile-command 'make lock' \
+	  --no-emit-package torch --no-emit-package torchvision -c build/lock-constraints.txt \
+	  env/requirements.in build/lock-torch-cu121.txt -o $(CU121_LOCK_FILE)
+	sed -n 's/^\(tensorboard==[^ ]*\).*/\1/p; s/^\(numpy==[^ ]*\).*/\1/p' $(_LOCK_CU116) \
 	  > build/tensorboard-constraints.txt
 	$(VENV)/bin/uv pip compile --quiet --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_31 --generate-hashes --custom-compile-command 'make lock' \

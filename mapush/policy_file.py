@@ -95,7 +95,22 @@ def load_module(checkpoint: Any, device: Any, what: str) -> Any:
                             str(exc).splitlines()[0] if str(exc) else ""))
     if not hasattr(module, "models"):
         raise UsageError("%s %s: not an OpenRL module (no models)" % (what, path))
+    _retarget(module, device)
     return module
+
+
+def _retarget(module: Any, device: Any) -> None:
+    """Point a loaded OpenRL module's device bookkeeping at ``device``: its networks keep
+    the device they were trained on in ``tpdv`` (the authors': cuda), which ``map_location``
+    does not touch."""
+    import torch
+
+    device = torch.device(device)
+    module.device = device
+    for model in getattr(module, "models", {}).values():
+        for sub in model.modules():
+            if isinstance(getattr(sub, "tpdv", None), dict):
+                sub.tpdv = dict(sub.tpdv, device=device)
 
 
 # -- reading shapes without the classes -------------------------------------------------
@@ -154,6 +169,25 @@ def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
     return None
 
 
+def _lenient_load(file: Path) -> Any:
+    """``torch.load`` with the lenient unpickler. torch 1.x (the image's 1.13.1) replaces any
+    ``pickle_module`` by ``pickle`` unless ``weights_only`` (torch/serialization.py, load():
+    ``else: pickle_module = pickle``), so there the zip is read through the same private
+    ``_load`` that torch.load calls, with ours."""
+    import torch
+
+    if int(torch.__version__.split(".")[0]) >= 2:
+        return _torch_load(file, "cpu", pickle_module=_lenient_pickle())
+    from torch import serialization
+
+    with open(str(file), "rb") as fh:
+        if not serialization._is_zipfile(fh):  # the legacy format: same replacement
+            fh.seek(0)
+            return serialization._legacy_load(fh, "cpu", _lenient_pickle(), encoding="utf-8")
+        with serialization._open_zipfile_reader(fh) as archive:
+            return serialization._load(archive, "cpu", _lenient_pickle(), encoding="utf-8")
+
+
 def input_dim(checkpoint: Any) -> int:
     """The obs dim a checkpoint's policy takes, read without openrl or Isaac Gym."""
     import torch
@@ -169,7 +203,7 @@ def input_dim(checkpoint: Any) -> int:
     if not file.is_file():
         raise UsageError("%s: not a checkpoint (no %s, no %s)" % (path, MODULE_FILE, HARL_ACTOR))
     try:
-        module = _torch_load(file, "cpu", pickle_module=_lenient_pickle())
+        module = _lenient_load(file)
     except Exception as exc:  # noqa: BLE001 - not a pickled module at all
         raise UsageError("%s: cannot read it (%s: %s)" % (file, type(exc).__name__,
                                                           str(exc).splitlines()[0]))

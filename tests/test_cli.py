@@ -52,7 +52,7 @@ def test_every_help_shows_every_default():
                              capture_output=True, text=True, timeout=60).stdout
         # one entry per option: from "  --option" to the next line that starts one
         entries = {re.split(r"[ ,]", chunk.strip(), 1)[0]: re.sub(r"\s+", " ", chunk)
-                   for chunk in re.split(r"\n  (?=-)", out.split("options:", 1)[1])}
+                   for chunk in re.split(r"\n  (?=-)", re.split(r"(?:optional arguments|options):", out, 1)[1])}
         for action in sub._actions:
             if not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
                 continue

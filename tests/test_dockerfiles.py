@@ -96,8 +96,8 @@ def test_pins_enter_the_image_only_as_build_arguments():
 def test_layers_run_from_slow_to_fast_changing():
     order = [
         _index(r'^RUN pip install --no-deps --index-url "\$\{TORCH_INDEX_URL\}"'),  # torch
-        _index(r"^COPY env/requirements.lock "),
-        _index(r"^        -r /opt/mapush-env/env/requirements.lock"),
+        _index(r"^COPY \$\{LOCK_FILE\} /opt/mapush-env/stack.lock"),
+        _index(r"^        -r /opt/mapush-env/stack.lock"),
         _index(r"^RUN python /opt/mapush-env/bin/check_stack.py"),
         _index(r"^RUN --mount=type=bind,from=isaacgym"),
         _index(r"^RUN python /opt/mapush-env/bin/prebuild_gymtorch.py"),

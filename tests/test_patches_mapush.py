@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from tests.upstream import APPLY, REPO, pinned_hashes, sha256
+from tests.astcompat import unparse
 
 PINS = pinned_hashes("mapush")
 SRC = os.environ.get("MAPUSH_SRC")
@@ -78,7 +79,7 @@ def statements(func, predicate):
 def target_is(node, text):
     targets = node.targets if isinstance(node, ast.Assign) else \
         [node.target] if isinstance(node, ast.AugAssign) else []
-    return any(ast.unparse(t) == text for t in targets)
+    return any(unparse(t) == text for t in targets)
 
 
 def run_statement(node, namespace):
@@ -109,7 +110,7 @@ def test_contact_pairs_follow_the_multiplier(trees, monkeypatch, value, expected
     init = function(pristine / BASE_TASK, "__init__", "BaseTask")
     upstream = statements(init, lambda n: target_is(n, "self.sim_params.physx."
                                                        "max_gpu_contact_pairs"))
-    assert [ast.unparse(n) for n in upstream] == \
+    assert [unparse(n) for n in upstream] == \
         ["self.sim_params.physx.max_gpu_contact_pairs *= 5"]
     init = function(patched / BASE_TASK, "__init__", "BaseTask")
     (assign,) = statements(init, lambda n: target_is(n, "self.sim_params.physx."
@@ -161,14 +162,14 @@ def test_action_scale_follows_the_env_device(trees, device):
 def test_openrl_wrapper_actions_follow_the_env_device(trees, device):
     pristine, patched = trees
     step = function(patched / UTILS, "step", "mqe_openrl_wrapper")
-    assert ".cuda()" not in ast.unparse(step)
+    assert ".cuda()" not in unparse(step)
     (assign,) = statements(step, lambda n: target_is(n, "actions"))
     namespace = run_statement(assign, {"self": fake_wrapper(device), "torch": torch,
                                        "actions": np.full((3, 2, 3), 4.0)})
     assert namespace["actions"].device == torch.device(device)
     if device == "cpu":  # the clip still applies after the 0.5 scale
         assert float(namespace["actions"].max()) == 1.0
-    assert ".cuda()" in ast.unparse(function(pristine / UTILS, "step", "mqe_openrl_wrapper"))
+    assert ".cuda()" in unparse(function(pristine / UTILS, "step", "mqe_openrl_wrapper"))
 
 
 @needs_src
@@ -180,10 +181,10 @@ def test_patched_files_still_compile(trees):
 def cuda_literals(path):
     """Code (not comments) that names CUDA outright: "cuda"/'cuda:0' constants, .cuda()."""
     tree = ast.parse(path.read_text())
-    found = [ast.unparse(n) for n in ast.walk(tree)
+    found = [unparse(n) for n in ast.walk(tree)
              if isinstance(n, ast.Constant) and isinstance(n.value, str)
              and n.value.startswith("cuda")]
-    found += [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)
+    found += [unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Call)
               and isinstance(n.func, ast.Attribute) and n.func.attr == "cuda"]
     return found
 
@@ -216,7 +217,7 @@ def test_upper_tensors_follow_the_env_device(trees, device):
     assert namespace["new_positions"].device == torch.device(device)
     step = function(patched / UPPER, "step", "Go1PushUpperWrapper")
     (scaled,) = statements(step, lambda n: target_is(n, "command_action")
-                           and "0.5 * command_action" in ast.unparse(n))
+                           and "0.5 * command_action" in unparse(n))
     namespace = run_statement(scaled, {"self": this, "torch": torch,
                                        "command_action": np.full((3, 2, 3), 4.0)})
     assert namespace["command_action"].device == torch.device(device)
@@ -231,7 +232,7 @@ def test_the_planner_and_the_interpolation_follow_their_inputs(trees):
     out = namespace["interpolate_trajectory"](torch.zeros(2, 10))
     assert out.device == torch.device("cpu") and tuple(out.shape) == (2, 26)
     init = function(patched / TRAJECTORY, "__init__", "TrajectoryPlanner")
-    assert ast.unparse(init.args.defaults[-1]) == "None"
+    assert unparse(init.args.defaults[-1]) == "None"
     (assign,) = statements(init, lambda n: target_is(n, "self.device"))
     this = SimpleNamespace()
     run_statement(assign, {"self": this, "device": None,
@@ -246,7 +247,7 @@ def test_rrt_figures_are_written_where_mapush_says(trees, tmp_path, monkeypatch)
     _, patched = trees
     reset = function(patched / UPPER, "reset", "Go1PushUpperWrapper")
     (save,) = statements(reset, lambda n: isinstance(n, ast.If)
-                         and "MAPUSH_FIGURE_DIR" in ast.unparse(n.test))
+                         and "MAPUSH_FIGURE_DIR" in unparse(n.test))
     saved = []
     vis = SimpleNamespace(fig=SimpleNamespace(savefig=saved.append))
     figures = tmp_path / "figures"

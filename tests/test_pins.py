@@ -87,7 +87,7 @@ def test_a_pip_installed_mapush_records_every_pin(tmp_path):
     assert not any(gap.startswith("pin") for gap in record["incomplete"])
 
 
-def test_an_incomplete_record_says_so_on_stderr(tmp_path):
+def test_an_incomplete_record_says_so_on_stderr(upstream, tmp_path):
     """No patch records and no Isaac Gym here: config.json lists what it lacks, and the run
     says so on stderr instead of writing a quietly partial record."""
     import json
@@ -96,10 +96,12 @@ def test_an_incomplete_record_says_so_on_stderr(tmp_path):
 
     from tests.conftest import double_env
 
-    env = double_env(MAPUSH_PATCH_RECORDS=tmp_path / "none")
+    env = double_env(upstream, MAPUSH_PATCH_RECORDS=tmp_path / "none")
+    (tmp_path / "tiny.yaml").write_text("episode_length: 2\nppo_epoch: 1\n")
     proc = subprocess.run([sys.executable, "-m", "mapush", "train", "--sim-device", "cpu",
                            "--rl-device", "cpu", "--run-dir", str(tmp_path / "run"),
-                           "--no-preflight", "--steps", "1"], env=env, cwd=str(tmp_path),
+                           "--no-preflight", "--steps", "4", "--num-envs", "2", "--config",
+                           str(tmp_path / "tiny.yaml")], env=env, cwd=str(tmp_path),
                           capture_output=True, text=True, timeout=300)
     record = json.loads((tmp_path / "run" / "config.json").read_text())["provenance"]
     assert record["pins"] == PINS

@@ -195,7 +195,7 @@ def test_init_from_an_authors_checkpoint_starts_a_new_run_from_its_weights(upstr
 @pytest.mark.parametrize("extra, needle", [
     (["--object", "cuboid"], "takes 11-dim observations, but cuboid"),
     (["--object", "cylinder", "--algo", "happo"], "starts from a HARL checkpoint"),
-    (["--object", "cylinder", "--resume", "RESULTS"], "--resume continues a run"),
+    (["--object", "cylinder", "--resume", "RESULTS"], "is an authors' results folder"),
 ])
 def test_init_from_refuses_what_cannot_work(upstream, published, tmp_path, extra, needle):
     extra = [str(published["results"] / "10-15-23_cylinder") if e == "RESULTS" else e

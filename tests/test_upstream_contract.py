@@ -26,6 +26,7 @@ import pytest
 
 from mapush.objects import find_objects, read_object_facts
 from tests.conftest import DOUBLE_ROOT, double_env
+from tests.astcompat import unparse
 
 SRC = os.environ.get("MAPUSH_SRC")
 pytestmark = pytest.mark.skipif(
@@ -80,12 +81,12 @@ def real_obs_dim(num_agents, general_dist=False):
     """The wrapper's obs space, evaluated: ``shape=(2 + 3 * self.num_agents,)``."""
     shapes = []
     for node in ast.walk(real(WRAPPER)):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "spaces.Box":
+        if isinstance(node, ast.Call) and unparse(node.func) == "spaces.Box":
             for kw in node.keywords:
-                if kw.arg == "shape" and "num_agents" in ast.unparse(kw.value):
+                if kw.arg == "shape" and "num_agents" in unparse(kw.value):
                     shapes.append(kw.value.elts[0])
     assert len(shapes) == 2, "the wrapper's two obs spaces (general_dist or not)"
-    expr = ast.unparse(shapes[0 if general_dist else 1]).replace("self.num_agents", "n")
+    expr = unparse(shapes[0 if general_dist else 1]).replace("self.num_agents", "n")
     return eval(expr, {"n": num_agents})  # noqa: S307 - an arithmetic expression we parsed
 
 
@@ -104,10 +105,10 @@ def real_model_files():
     """The suffixes ``go1.py`` appends to the config's model paths in ``torch.jit.load``."""
     found = []
     for node in ast.walk(real(GO1)):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.jit.load":
+        if isinstance(node, ast.Call) and unparse(node.func) == "torch.jit.load":
             arg = node.args[0]
             assert isinstance(arg, ast.BinOp) and isinstance(arg.right, ast.Constant)
-            found.append((ast.unparse(arg.left).rsplit(".", 1)[-1], arg.right.value))
+            found.append((unparse(arg.left).rsplit(".", 1)[-1], arg.right.value))
     return found
 
 
@@ -115,8 +116,8 @@ def real_timeout_op():
     for node in ast.walk(real(LEGGED_ROBOT)):
         if isinstance(node, ast.Assign) and self_attr(node.targets[0], "time_out_buf"):
             compare = node.value
-            assert ast.unparse(compare.left) == "self.episode_length_buf"
-            assert ast.unparse(compare.comparators[0]) == "self.max_episode_length"
+            assert unparse(compare.left) == "self.episode_length_buf"
+            assert unparse(compare.comparators[0]) == "self.max_episode_length"
             return type(compare.ops[0]).__name__
     raise AssertionError("no self.time_out_buf = ... in %s" % LEGGED_ROBOT)
 
@@ -135,7 +136,7 @@ def real_counter_writes():
                 kind = ("augment" if isinstance(node, ast.AugAssign) else
                         "set-where" if isinstance(target, ast.Subscript) else "assign")
                 writes[base.attr].append((kind, method, guard is not None
-                                          and "num_obs" in ast.unparse(guard.test)))
+                                          and "num_obs" in unparse(guard.test)))
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in ("zero_", "fill_") and self_attr(node.func.value)
                 and node.func.value.attr in COUNTERS):

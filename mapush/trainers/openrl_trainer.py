@@ -184,15 +184,6 @@ def _digest(path: Path) -> Dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": sha.hexdigest()}
 
 
-def _retarget(module: Any, device: torch.device) -> None:
-    """Point a loaded OpenRL module's device bookkeeping (``tpdv``) at ``device``."""
-    module.device = device
-    for model in getattr(module, "models", {}).values():
-        for sub in model.modules():
-            if isinstance(getattr(sub, "tpdv", None), dict):
-                sub.tpdv = dict(sub.tpdv, device=device)
-
-
 def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
     """The OpenRL module saved in ``checkpoint`` (a folder holding ``module.pt``, or the
     file: ours or the authors'), on ``device``. A missing, altered or unreadable file is a
@@ -205,10 +196,7 @@ def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
     if expected and path.is_file() and _digest(path) != expected:
         raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
                          "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
-    device = torch.device(device)
-    module = policy_file.load_module(checkpoint, device, what)
-    _retarget(module, device)
-    return module
+    return policy_file.load_module(checkpoint, torch.device(device), what)
 
 
 def use_module(agent: Any, module: Any) -> None:
