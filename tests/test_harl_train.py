@@ -6,6 +6,7 @@ seconds. Expected metrics are derived from the double's knobs and its object con
 """
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -305,9 +306,16 @@ def test_bad_harl_config_is_one_error_line(upstream, tmp_path, override, steps, 
 
 def test_missing_harl_is_named_with_the_fix(tmp_path):
     config = small_config(tmp_path, "c.yaml", 20)
-    # the preflight would stop this first (no patch records): skip it to reach the trainer
+    # the preflight would stop this first (no patch records): skip it to reach the trainer.
+    # A HARL installed beside (make test-stack's, as the image's) is hidden by a package
+    # that cannot be imported, as when none is installed.
+    hide = tmp_path / "hide" / "harl"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text("raise ImportError('No module named harl')\n")
+    env = double_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hide"), env["PYTHONPATH"]])
     proc = run_mapush(train_args("happo", tmp_path / "run", 320, config, "--no-preflight"),
-                      env=double_env(), cwd=tmp_path)
+                      env=env, cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "HARL is not importable" in last and "patches/apply harl" in last

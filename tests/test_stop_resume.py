@@ -48,8 +48,12 @@ def assert_loadable(path, meta):
         try:
             torch.load(str(weight), map_location="cpu", weights_only=True)
         except Exception:  # noqa: BLE001 - not plain tensors: check it is the file written
-            recorded = meta["files"][weight.name]["sha256"]
-            assert hashlib.sha256(weight.read_bytes()).hexdigest() == recorded
+            if "files" in meta:  # OpenRL's pickled module: the sha256 meta.json vouches for
+                recorded = meta["files"][weight.name]["sha256"]
+                assert hashlib.sha256(weight.read_bytes()).hexdigest() == recorded
+            else:  # torch 1.13's weights-only reader refuses some state dicts: a full load
+                loaded = torch.load(str(weight), map_location="cpu")
+                assert isinstance(loaded, (dict, torch.Tensor)) or hasattr(loaded, "state_dict")
 
 
 def decay_updates(meta):

@@ -74,6 +74,9 @@ def main() -> None:
         code = run(sys.argv[1], stop)
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
+        # leave while the exception still holds the frames: torch 1.13's zip writer, left
+        # behind by a failed torch.save, aborts the process from its destructor
+        leave(exc.exit_code)
         code = exc.exit_code
     except OSError as exc:
         if exc.errno not in DISK_FULL:
@@ -82,6 +85,7 @@ def main() -> None:
               "written whole or not at all, so the newest complete checkpoint is intact; free "
               "space, then resume with --resume" % (exc.strerror, exc.filename or "a file"),
               file=sys.stderr)
+        leave(1)
         code = 1
     except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
         traceback.print_exc()
