@@ -79,7 +79,12 @@ def test_train_defaults_match_the_makefile(full):
     for option, var in (("--algo", "ALGO"), ("--task", "TASK"), ("--object", "OBJECT"),
                         ("--num-envs", "NUM_ENVS"), ("--seed", "SEED")):
         assert "%s=%s" % (option, default(var)) in command, (option, command)
-    assert full["train"]["image"] == default("IMAGE")
+    # IMAGE depends on STACK: the tag make resolves for the default stack
+    helped = subprocess.run(["make", "-s", "--no-print-directory", "help"], cwd=str(REPO),
+                            capture_output=True, text=True, timeout=60,
+                            env={k: v for k, v in os.environ.items()
+                                 if k not in ("IMAGE", "STACK", "MAKEFLAGS")}).stdout
+    assert full["train"]["image"] == re.search(r"\bIMAGE=(\S+)", helped).group(1)
     assert full["smoke-test"]["command"] == ["mapush", "smoke", "--report", "runs/smoke/report.json"]
 
 
