@@ -213,12 +213,12 @@ $(STACK_VENV)/.stamp: $(LOCK_FILE) env/requirements-stack-test.txt ci/stack-venv
 	touch $@
 
 .PHONY: test-stack
-test-stack: $(VENV)/.stamp $(STACK_VENV)/.stamp ## the suite on the image's Python 3.8 stack (STACK's lock), but Docker's tests
+test-stack: $(VENV)/.stamp $(STACK_VENV)/.stamp ## the suite on the image's Python 3.8 stack (STACK's lock)
 	@echo "test-stack: STACK=$(STACK): Python 3.8 with $(LOCK_FILE) and our patches, as the image; substituted:"
 	@echo "test-stack:   torch $(TORCH_VERSION) / torchvision $(TORCHVISION_VERSION) -> $(TORCH_PYPI_VERSION) / $(TORCHVISION_PYPI_VERSION) from PyPI (same API; runs on a CPU)"
 	@echo "test-stack:   Isaac Gym and MQE -> the tests' double (as make test)"
 	MAPUSH_STACK=$(STACK) MAPUSH_PRISTINE_OPENRL=$(abspath $(STACK_VENV))/pristine/openrl \
-	  $(STACK_VENV)/bin/python -m pytest -m "not docker and not image" $(PYTEST_ARGS)
+	  $(STACK_VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------------------------------
 # The training image. Every pin reaches the build as a --build-arg from env/pins.env.
