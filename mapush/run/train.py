@@ -248,8 +248,9 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
                           "run mapush train there)" % (spec.algo, exc))
     updates = trainer.planned_updates(spec, resume_meta)
     if record is not None and updates <= 0:
-        raise UsageError("--resume %s: the run is at step %s, less than one update below its "
-                         "target --steps %d: pass a larger --steps"
+        raise UsageError("--resume %s: the run has trained %s env steps and its target "
+                         "(--steps) is %d, less than one update away: pass --steps N with N "
+                         "larger to train further"
                          % (spec.run_dir, resume_meta.get("step", 0), spec.steps))
     check_writable(spec, record is not None)
 
