@@ -9,7 +9,6 @@ then ``MAPUSH_SRC=/tmp/mapush-src``.
 """
 import ast
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.upstream import APPLY, REPO, pinned_hashes, sha256
+from tests.upstream import APPLY, REPO, patched_mapush, pinned_hashes
 from tests.astcompat import unparse
 
 PINS = pinned_hashes("mapush")
@@ -33,6 +32,7 @@ UTILS = "openrl_ws/utils.py"
 UPPER = "mqe/envs/wrappers/go1_push_upper_wrapper.py"
 TRAJECTORY = "mqe/envs/wrappers/utils/trajectory.py"
 RRT = "mqe/envs/wrappers/utils/rrt.py"
+FIELD = "mqe/envs/field/legged_robot_field.py"
 
 
 def test_patches_touch_only_pinned_mapush_files():
@@ -40,25 +40,15 @@ def test_patches_touch_only_pinned_mapush_files():
     for patch in (REPO / "patches" / "mapush").glob("*.patch"):
         touched.update(line[len("+++ b/"):].split("\t")[0].strip()
                        for line in patch.read_text().splitlines() if line.startswith("+++ "))
-    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT}
+    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT, FIELD}
     assert touched <= set(PINS)
 
 
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory):
     """(pristine, patched) copies of the pinned files from $MAPUSH_SRC."""
-    src = Path(SRC)
     pristine, patched = (tmp_path_factory.mktemp(name) for name in ("pristine", "patched"))
-    for rel, digest in PINS.items():
-        assert (src / rel).is_file(), "MAPUSH_SRC=%s is not a MAPush checkout: no %s" % (src,
-                                                                                          rel)
-        assert sha256(src / rel) == digest, "%s is not MAPush at the pin" % (src / rel)
-        for root in (pristine, patched):
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(str(src / rel), str(root / rel))
-    proc = subprocess.run([str(APPLY), "mapush", str(patched)], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    patched_mapush(Path(SRC), pristine, patched)
     return pristine, patched
 
 
@@ -174,7 +164,7 @@ def test_openrl_wrapper_actions_follow_the_env_device(trees, device):
 
 @needs_src
 def test_patched_files_still_compile(trees):
-    for rel in (BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT):
+    for rel in (BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT, FIELD):
         compile((trees[1] / rel).read_text(), rel, "exec")
 
 
@@ -241,22 +231,77 @@ def test_the_planner_and_the_interpolation_follow_their_inputs(trees):
 
 
 @needs_src
-def test_rrt_figures_are_written_where_mapush_says(trees, tmp_path, monkeypatch):
-    """The RRT figures: saved under MAPUSH_FIGURE_DIR for the first MAPUSH_RRT_FIGURES
-    envs, nothing saved without it."""
-    _, patched = trees
-    reset = function(patched / UPPER, "reset", "Go1PushUpperWrapper")
-    (save,) = statements(reset, lambda n: isinstance(n, ast.If)
-                         and "MAPUSH_FIGURE_DIR" in unparse(n.test))
-    saved = []
-    vis = SimpleNamespace(fig=SimpleNamespace(savefig=saved.append))
-    figures = tmp_path / "figures"
-    monkeypatch.setenv("MAPUSH_FIGURE_DIR", str(figures))
+def test_rrt_plans_when_switched_on_not_on_the_4th_reset(trees, monkeypatch):
+    """Upstream planned on the wrapper's 4th reset only (go1_push_upper_wrapper.py:190);
+    patched, on ``rrt_planning`` (off in __init__, as upstream trains), with the figure
+    folder and count mapush sets."""
+    pristine, patched = trees
+    plans = lambda n: isinstance(n, ast.If) and "self.planning" in unparse(n.test)  # noqa: E731
+    (upstream,) = statements(function(pristine / UPPER, "reset", "Go1PushUpperWrapper"), plans)
+    assert "self.reset_count == 4" in unparse(upstream.test)
+    (switch,) = statements(function(patched / UPPER, "reset", "Go1PushUpperWrapper"), plans)
+    assert "reset_count" not in unparse(switch.test)
+    init = function(patched / UPPER, "__init__", "Go1PushUpperWrapper")
+    (off,) = statements(init, lambda n: target_is(n, "self.rrt_planning"))
+    this = SimpleNamespace(num_obs=2, planning=True, num_envs=3, cfg=SimpleNamespace(
+        obstacle_state=SimpleNamespace(obs1_pos=torch.zeros(3, 3), obs2_pos=torch.ones(3, 3))),
+        final_target_pos=torch.full((3, 3), 9.0), trajectory=torch.zeros(3, 26))
+    run_statement(off, {"self": this})
+    calls = []
+
+    def plan_rrt(*args):
+        calls.append(args)
+        return [None] * 3, {"envs": 3, "planned": 0, "failed": 3, "seconds": 0.0}
+
+    namespace = {"self": this, "torch": torch, "os": os, "plan_rrt": plan_rrt,
+                 "box_pos": torch.zeros(3, 3)}
+    run_statement(switch, namespace)
+    assert calls == []
+    monkeypatch.setenv("MAPUSH_FIGURE_DIR", "/tmp/figures")
     monkeypatch.setenv("MAPUSH_RRT_FIGURES", "2")
-    for i in range(3):
-        run_statement(save, {"vis": vis, "i": i, "os": os})
-    assert saved == [str(figures / "rrt-env0.png"), str(figures / "rrt-env1.png")]
-    assert figures.is_dir()
-    monkeypatch.delenv("MAPUSH_FIGURE_DIR")
-    run_statement(save, {"vis": vis, "i": 0, "os": os})
-    assert len(saved) == 2
+    this.rrt_planning = True
+    run_statement(switch, namespace)
+    ((start, goal, obstacles, trajectory, folder, count),) = calls
+    assert tuple(obstacles.shape) == (3, 2, 2) and float(obstacles[0, 1, 0]) == 1.0
+    assert trajectory is this.trajectory and (folder, count) == ("/tmp/figures", 2)
+    assert this.rrt_stats["failed"] == 3
+
+
+@needs_src
+def test_obstacle_collision_degree_counts_the_obstacle_slots(trees):
+    """Upstream's count (kept) takes NPC slots [2:2+num_obs] with goal.collision_threshold
+    (default 1.0); the patched one the last num_obs slots, the obstacles, with
+    test_metrics.collision_threshold (go1_push_upper_config.py:256-258)."""
+    pristine, patched = trees
+    check = function(patched / FIELD, "check_termination", "LeggedRobotField")
+    counted = statements(check, lambda n: isinstance(n, ast.If)
+                         and unparse(n.test) == "self.num_obs != 0")
+    assert len(counted) == 1
+    upstream = statements(function(pristine / FIELD, "check_termination", "LeggedRobotField"),
+                          lambda n: isinstance(n, ast.If) and unparse(n.test) == "self.num_obs != 0")
+    assert "obstacle_collision_degree_buf" not in unparse(upstream[0])
+    # 4 envs, NPC slots: box, target, final target, obstacle 1, obstacle 2
+    npcs = torch.zeros(4, 5, 13)
+    npcs[:, 2, :2] = torch.tensor([50.0, 50.0])
+    npcs[:, 3, :2] = torch.tensor([50.0, 50.0])
+    npcs[:, 4, :2] = torch.tensor([50.0, 50.0])
+    npcs[0, 2, :2] = torch.tensor([0.5, 0.0])   # env 0: the final target under the box
+    npcs[1, 4, :2] = torch.tensor([1.5, 0.0])   # env 1: obstacle 2 at 1.5 (< 1.8, > 1.0)
+    npcs[2, 3, :2] = torch.tensor([0.5, 0.0])   # env 2: obstacle 1 at 0.5, episode over
+    npcs[3, 3, :2] = torch.tensor([2.0, 0.0])   # env 3: obstacle 1 at 2.0 (> 1.8)
+    this = SimpleNamespace(
+        num_envs=4, num_npcs=5, num_obs=2, device="cpu", root_states_npc=npcs.reshape(-1, 13),
+        init_reset_buf=torch.tensor([False, False, True, False]),
+        collision_degree_buf=torch.zeros(4), obstacle_collision_degree_buf=torch.zeros(4),
+        cfg=SimpleNamespace(goal=SimpleNamespace(),
+                            test_metrics=SimpleNamespace(collision_threshold=1.8)))
+    box_pos = npcs[:, 0, :2]
+    obs_pos = npcs[:, 2:2 + this.num_obs, :2]
+    run_statement(counted[0], {"self": this, "torch": torch, "box_pos": box_pos,
+                               "obs_pos": obs_pos})
+    assert this.collision_degree_buf.tolist() == [1.0, 0.0, 0.0, 0.0]  # upstream's, as it was
+    assert this.obstacle_collision_degree_buf.tolist() == [0.0, 1.0, 0.0, 0.0]
+    init = function(patched / FIELD, "__init__", "LeggedRobotField")
+    (buf,) = statements(init, lambda n: target_is(n, "self.obstacle_collision_degree_buf"))
+    run_statement(buf, {"self": this, "torch": torch})
+    assert this.obstacle_collision_degree_buf.tolist() == [0.0] * 4

@@ -113,3 +113,18 @@ def build_patched_site(tmp: Path) -> Dict[str, Path]:
     apply("openrl", site, records)
     apply("harl", site, records)
     return {"site": site, "records": records}
+
+
+def patched_mapush(src: Path, *roots: Path) -> None:
+    """Copy MAPush's pinned files from the checkout ``src`` into each of ``roots`` (checked
+    against env/upstream.sha256), then apply patches/mapush to the last one."""
+    for rel, digest in pinned_hashes("mapush").items():
+        assert (src / rel).is_file(), "MAPUSH_SRC=%s is not a MAPush checkout: no %s" % (src, rel)
+        assert sha256(src / rel) == digest, "%s is not MAPush at the pin" % (src / rel)
+        for root in roots:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(str(src / rel), str(root / rel))
+    proc = subprocess.run([str(APPLY), "mapush", str(roots[-1])], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
