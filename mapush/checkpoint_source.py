@@ -120,6 +120,7 @@ def describe(checkpoint: Path, obj: Optional[str] = None,
         "checkpoint": str(checkpoint), "step": step, "origin": origin,
         "algo": meta.get("algo") or run_spec.get("algo") or "ppo",
         "task": meta.get("task") or run_spec.get("task") or "go1push_mid",
+        "trained_task": meta.get("task") or run_spec.get("task"),
         "object": name, "object_config": object_config, "config": run_spec.get("config"),
         "command_net": run_spec.get("command_net"),
     }

@@ -14,7 +14,7 @@ from mapush import __version__
 from mapush.errors import MapushError, UsageError
 from mapush.objects import KNOWN_OBJECTS, find_objects
 from mapush.spec import ALGOS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_NUM_ENVS, DEFAULT_STEPS, \
-    MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, default_run_dir
+    MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, check_upper_object, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -154,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
                             "prints one JSON object")
     which.add_argument("--run", metavar="DIR",
                        help="evaluate every checkpoint of a run into DIR/eval.jsonl")
+    ev.add_argument("--task", choices=TASKS, default=None,
+                    help="the level the checkpoint drives (default: the one it was trained "
+                         "on, else %s); %s evaluates a high-level policy, e.g. "
+                         "$MAPUSH_ROOT/resources/goals_net/example.pt, planning with RRT as "
+                         "upstream's test does" % (MID, UPPER))
+    ev.add_argument("--command-net", metavar="PATH",
+                    help="with --task %s: the mid-level policy it drives (default: the run's, "
+                         "else $MAPUSH_ROOT/%s)" % (UPPER, PUBLISHED_COMMAND_NET))
     ev.add_argument("--object", default=None,
                     help="the object to evaluate on (default: the one the checkpoint was "
                          "trained on: its run's config.json or task/config.py)")
@@ -162,8 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "else $MAPUSH_ROOT/task/<object>/config.py)")
     ev.add_argument("--out", metavar="PATH",
                     help="with --run: write the JSON lines to this file (default: "
-                         "DIR/eval.jsonl); with --video: the folder for the videos (default: "
-                         "RUN/videos)")
+                         "DIR/eval.jsonl; a high level's RRT figures go beside it, in "
+                         "rrt/<checkpoint>/); with --video: the folder for the videos (default: "
+                         "RUN/videos); with --checkpoint of a high-level policy: the folder "
+                         "for its RRT figures (default: none kept)")
     ev.add_argument("--num-envs", type=positive_int, default=None,
                     help="envs, each run for its first episode (default: 300, MAPush's "
                          "calculator; 1 with --video)")
@@ -173,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=positive_int, default=1,
                     help="with --video: episodes of env 0 to record")
     _devices(ev, "device of the simulation", "device of the policy")
-    ev.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
+    ev.add_argument("--seed", type=non_negative_int, default=0,
+                    help="random seed (default: 0, as upstream's calculator: mqe/utils/helpers.py:185)")
     report = sub.add_parser("report", help="RUN/report/index.html: curves, eval metrics, "
                                            "videos and the run's config on one page")
     report.add_argument("run", metavar="RUN", help="a run directory")
@@ -183,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     pipe = sub.add_parser("pipeline", help="the whole method for one object: mid level, its "
                                            "eval, high level on the best, its eval")
     pipe.add_argument("--object", default="cuboid",
-                      help="the object (its mid level must have 2 robots: cuboid, Tblock)")
+                      help="the object: cuboid (the high level pushes MQE's 1.2 x 1.2 box, "
+                           "go1_push_upper_config.py:20, so other objects are refused)")
     pipe.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
     pipe.add_argument("--num-envs", type=positive_int, default=200,
                       help="envs of the mid-level training")
@@ -313,11 +325,7 @@ PUBLISHED_COMMAND_NET = Path("resources") / "command_nets" / "1.2x1.2.pt"
 
 
 def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
-    """``--command-net``: the mid-level policy's ``module.pt`` for go1push_upper, checked
-    before anything starts: an OpenRL policy (the high level calls ``PPOModule.act``,
-    go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds (line 291)."""
-    from mapush.objects import mapush_root
-
+    """``--command-net`` of ``mapush train``: only for go1push_upper, with PPO."""
     if args.task == MID:
         if args.command_net:
             raise UsageError("--command-net is for --task %s (the mid-level policy the high "
@@ -327,13 +335,22 @@ def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
         raise UsageError("--algo %s: HARL's algorithms train several agents; --task %s has one "
                          "centralized agent (the high-level policy): use --algo ppo"
                          % (args.algo, UPPER))
+    return resolve_command_net(args.command_net)
+
+
+def resolve_command_net(given: Optional[str]) -> str:
+    """The mid-level policy's ``module.pt`` the high level drives (``--command-net``, else the
+    published one), checked before anything starts: an OpenRL policy (the high level calls
+    ``PPOModule.act``, go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds
+    (line 291)."""
+    from mapush.objects import mapush_root
     from mapush.checkpoint_source import resolve
     from mapush.policy_file import input_dim, kind, module_path
 
-    target = args.command_net or str(mapush_root() / PUBLISHED_COMMAND_NET)
+    target = given or str(mapush_root() / PUBLISHED_COMMAND_NET)
     if not Path(target).exists():
         raise UsageError("--command-net %s: no such file or folder%s" % (
-            target, "" if args.command_net else " (the published mid-level policy; pass "
+            target, "" if given else " (the published mid-level policy; pass "
             "--command-net PATH, e.g. a mid-level run directory)"))
     checkpoint = resolve(target, "--command-net")
     if kind(checkpoint) != "openrl":
@@ -376,6 +393,8 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         return resume_spec(args, given)
     command_net = command_net_from_args(args)
     obj, object_config = object_from_args(args)
+    if args.task == UPPER:
+        check_upper_object(obj, object_config)
     init_from = init_from_args(args, obj, object_config)
     run_dir = args.run_dir
     if run_dir is not None:

@@ -34,7 +34,11 @@ from mapush.spec import HARL_ALGOS, UPPER, UPPER_OBS_DIM, RunSpec
 EVAL_FILE = "eval.jsonl"
 VIDEO_DIR = "videos"
 DEFAULT_NUM_ENVS = 300  # MAPush's calculator (task/<object>/train.sh)
-METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
+# The paper's four (openrl_ws/test.py:136-146), then the obstacle collision degree of
+# patches/mapush/05 (upstream's collision degree counts the final target and one obstacle in
+# the high level: docs/upstream.md).
+METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree",
+           "obstacle_collision_degree")
 
 
 # -- parent side: which checkpoint, which run -------------------------------------------
@@ -69,11 +73,43 @@ def check_fits(info: Dict[str, Any], what: str = "--checkpoint") -> None:
 
 def describe_request(target: str, args: argparse.Namespace) -> Dict[str, Any]:
     """``--checkpoint PATH``: the checkpoint and what rebuilds its env, checked to fit."""
-    checkpoint = resolve(target, "--checkpoint")
-    config = getattr(args, "object_config", None)
-    info = describe(checkpoint, obj=getattr(args, "object", None),
-                    object_config=str(Path(config).resolve()) if config else None)
+    info = describe_checkpoint(resolve(target, "--checkpoint"), args)
     check_fits(info)
+    return info
+
+
+def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str, Any]:
+    """What rebuilds the checkpoint's env, with eval's ``--task``, ``--object``,
+    ``--object-config`` and ``--command-net`` applied and checked."""
+    from mapush.spec import UPPER_OBJECT, check_upper_object
+
+    task = getattr(args, "task", None)
+    obj = getattr(args, "object", None)
+    config = getattr(args, "object_config", None)
+    config = str(Path(config).resolve()) if config else None
+    if task == UPPER and obj is None and config is None:
+        obj = UPPER_OBJECT  # the high level's object (mapush/spec.py)
+    info = describe(checkpoint, obj=obj, object_config=config)
+    if task is not None:
+        trained = info.get("trained_task")
+        if trained and trained != task:
+            raise UsageError("--task %s: %s was trained on --task %s" % (task, checkpoint,
+                                                                           trained))
+        info["task"] = task
+    command_net = getattr(args, "command_net", None)
+    if info["task"] != UPPER:
+        if command_net:
+            raise UsageError("--command-net is for a high-level policy (--task %s)" % UPPER)
+        return info
+    check_upper_object(info["object"], config)
+    info["object_config"] = None  # the upper task builds its object from MQE's config
+    if command_net or not info.get("command_net"):
+        from mapush.cli import resolve_command_net
+
+        info["command_net"] = resolve_command_net(command_net)
+    elif not Path(info["command_net"]).is_file():
+        raise UsageError("%s drove the mid-level policy %s, which is gone: pass --command-net "
+                         "PATH" % (checkpoint, info["command_net"]))
     return info
 
 
@@ -168,11 +204,11 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
         raise UsageError("--run %s: no complete checkpoint in %s; train first or pass "
                          "another run" % (run_dir, checkpoints_dir(run_dir)))
     output = eval_output(run_dir, getattr(args, "out", None))
-    config = getattr(args, "object_config", None)
-    infos = [describe(path, obj=getattr(args, "object", None),
-                      object_config=str(Path(config).resolve()) if config else None)
-             for _step, path in found]
+    infos = [describe_checkpoint(path, args) for _step, path in found]
     check_fits(infos[-1], "--run")
+    for info in infos:  # a high level's RRT figures: beside the JSON lines
+        if info["task"] == UPPER:
+            info["figures"] = str(output.parent.resolve() / "rrt" / Path(info["checkpoint"]).name)
     records = []  # type: List[Dict[str, Any]]
     failed = 0
     bar = _progress(len(found))
@@ -270,6 +306,18 @@ def main(args: argparse.Namespace) -> int:
         folder = video_folder(info, getattr(args, "out", None))
         info = dict(info, video={"folder": str(folder.resolve()),
                                  "episodes": int(args.episodes)})
+        if info["task"] == UPPER:
+            info["figures"] = str(folder.resolve() / "rrt" / Path(info["checkpoint"]).name)
+    elif info["task"] == UPPER:
+        out = getattr(args, "out", None)
+        if out:
+            if not writable(Path(out)):
+                raise UsageError("--out %s: not a writable folder for the RRT figures" % out)
+            info["figures"] = str(Path(out).resolve())
+        else:
+            print("mapush eval: the RRT figures are not kept; pass --out DIR to keep those of "
+                  "the first %s envs" % os.environ.get("MAPUSH_RRT_FIGURES", "8"),
+                  file=sys.stderr)
     code, result, _last = evaluate_in_child(info, args, capture_stderr=False)
     if code < 0:
         raise MapushError("evaluating %s: the evaluation process died from %s"
@@ -312,11 +360,19 @@ def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int,
         "success_rate": float(finished.double().mean()),
         "finished_time": float((length * float(env.dt)).mean()),
         "collision_degree": None, "collaboration_degree": None,
+        "obstacle_collision_degree": None,
         "num_envs": int(env.num_envs), "eval_steps": steps,
     }  # type: Dict[str, Any]
+    buffers = [("collision_degree", env.collision_degree_buf),
+               ("collaboration_degree", env.collaboration_degree_buf)]
+    if int(getattr(env, "num_obs", 0) or 0) > 0:  # obstacles (base_task.py:65)
+        buf = getattr(env, "obstacle_collision_degree_buf", None)
+        if buf is None:
+            raise MapushError("the env has obstacles but no obstacle_collision_degree_buf: "
+                              "MAPush is not patched (patches/mapush/05); rebuild the image")
+        buffers.append(("obstacle_collision_degree", buf))
     if bool(finished.any()):
-        for key, buf in (("collision_degree", env.collision_degree_buf),
-                         ("collaboration_degree", env.collaboration_degree_buf)):
+        for key, buf in buffers:
             value = float((buf[finished].double() / length[finished]).mean())
             result[key] = value if math.isfinite(value) else None
     return result
@@ -432,7 +488,8 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     from mapush import sim
     from mapush.run.child import headless_figures
 
-    headless_figures(None)
+    figures = request.get("figures")
+    headless_figures(Path(figures) if figures else None)
     sim.import_isaacgym()  # before torch
     checkpoint = Path(request["checkpoint"])
     spec = RunSpec(algo=request["algo"], task=request["task"], object=request["object"],
@@ -449,6 +506,11 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
         policy = _harl_policy(env, spec, checkpoint)
     else:
         policy = _ppo_policy(env, spec, checkpoint)
+    if spec.task == UPPER:
+        # As upstream evaluates the hierarchy: its test.py plans with RRT on its 4th reset,
+        # the one right before the calculator (test.py:107,113,131-132; ppo_net.py:67,
+        # rl_agent.py:183), by the switch of patches/mapush/04. Training never plans.
+        env.rrt_planning = True
     if video:
         metrics = record(env, policy, Path(video["folder"]), checkpoint.name,
                          int(video["episodes"]))
@@ -459,6 +521,11 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
               "task": spec.task, "object": spec.object, "origin": request.get("origin"),
               "object_config": spec.object_config, "seed": spec.seed}
     result.update(metrics)
+    stats = getattr(env, "rrt_stats", None) if spec.task == UPPER else None
+    if stats:
+        result["rrt"] = {"envs": stats["envs"], "planned": stats["planned"],
+                         "failed": stats["failed"], "seconds": round(stats["seconds"], 3),
+                         "figures": figures}
     return result
 
 

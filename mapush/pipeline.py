@@ -11,9 +11,9 @@ Each stage is a ``mapush`` command in a child process, so it gets everything a r
 ``<dir>/pipeline.json`` records each stage's state (pending, running, done, stopped,
 failed), times, exit status and result, rewritten atomically. Run again, finished stages
 are skipped and an interrupted training stage resumes from its newest checkpoint. The high
-level feeds the mid-level policy an 8-dim obs built for 2 robots
-(``go1_push_upper_wrapper.py:291``), so an object with another number of robots (the
-cylinder's 3) is refused before anything starts.
+level pushes MQE's 1.2 x 1.2 box whatever the mid level pushed
+(``go1_push_upper_config.py:20``), so every object but the cuboid is refused before anything
+starts (:func:`mapush.spec.check_upper_object`).
 """
 import argparse
 import datetime
@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional
 
 from mapush.errors import UsageError
 from mapush.run.atomic import write_json
-from mapush.spec import MID, UPPER, UPPER_MID_OBS_DIM
+from mapush.spec import MID, UPPER, check_upper_object
 
 PIPELINE_FILE = "pipeline.json"
 STAGES = ("mid", "eval-mid", "upper", "eval-upper")
@@ -204,33 +204,14 @@ class Pipeline(object):
 
 
 def check_object(obj: str) -> None:
-    """The high level drives a mid-level policy with 8-dim obs of 2 robots."""
-    from mapush.objects import ConfigReadError, find_objects, object_facts
+    """The pipeline's object must be one the high level pushes (mapush/spec.py)."""
+    from mapush.objects import find_objects
 
     objects = find_objects()
     if obj not in objects:
         raise UsageError("--object %s: not in MAPUSH_ROOT's task/ (found: %s)"
                          % (obj, ", ".join(objects) or "none"))
-    try:
-        facts = object_facts(obj)
-    except ConfigReadError as exc:
-        raise UsageError("--object %s: %s" % (obj, exc))
-    if facts.obs_dim != UPPER_MID_OBS_DIM:
-        raise UsageError(
-            "--object %s: its mid level has %d robots (obs %d), but the high level feeds the "
-            "mid-level policy an %d-dim obs built for 2 robots (go1_push_upper_wrapper.py:291):"
-            " use an object with 2 robots (%s)" % (
-                obj, facts.num_agents, facts.obs_dim, UPPER_MID_OBS_DIM,
-                ", ".join(o for o in objects if _fits(o)) or "none found"))
-
-
-def _fits(obj: str) -> bool:
-    from mapush.objects import ConfigReadError, object_facts
-
-    try:
-        return object_facts(obj).obs_dim == UPPER_MID_OBS_DIM
-    except ConfigReadError:
-        return False
+    check_upper_object(obj)
 
 
 def main(args: argparse.Namespace) -> int:

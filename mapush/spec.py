@@ -21,6 +21,29 @@ DEFAULT_NUM_ENVS = {MID: 200, UPPER: 500}
 # (go1_push_upper_wrapper.py:89); the mid-level policy it drives takes 8 (line 291).
 UPPER_OBS_DIM = 26
 UPPER_MID_OBS_DIM = 8
+# The object the high level pushes: MQE's upper config loads MiddleBox.urdf, a 1.2 x 1.2 x 0.5
+# box (go1_push_upper_config.py:20), whatever the mid level pushed; of the objects, the
+# cuboid is that box (task/cuboid/config.py:18, SmallBox.urdf: the same 1.2 x 1.2 x 0.5).
+UPPER_OBJECT = "cuboid"
+
+
+def check_upper_object(obj: str, object_config: Optional[str] = None,
+                       what: str = "--object") -> None:
+    """The high level pushes the cuboid only: any other object, or an object config, is
+    refused with the reason (a T-block policy driven on a box would measure nothing)."""
+    from mapush.errors import UsageError
+
+    if object_config:
+        raise UsageError("--object-config %s: the high level (%s) builds its object from MQE's "
+                         "upper config (MiddleBox.urdf, go1_push_upper_config.py:20), not "
+                         "from an object config; leave --object-config out"
+                         % (object_config, UPPER))
+    if obj != UPPER_OBJECT:
+        raise UsageError("%s %s: the high level (%s) pushes MQE's 1.2 x 1.2 box "
+                         "(MiddleBox.urdf, go1_push_upper_config.py:20) whatever the mid level "
+                         "pushed, so it runs on --object %s only; train the %s mid level "
+                         "with `mapush train --object %s`" % (what, obj, UPPER, UPPER_OBJECT,
+                                                              obj, obj))
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ def test_the_high_level_trains_on_our_mid_level_run(upper_run, mids):
     assert env["command_network_path"] == str(newest.resolve())  # absolute, in the config
     assert env["mplbackend"] == "Agg"  # the RRT planner's figures never open a window
     assert env["figure_dir"] == str((upper_run["run"] / "figures").resolve())
+    assert not (upper_run["run"] / "figures").exists()  # training never plans, as upstream
     assert upper_run["untouched"]  # nothing under MAPUSH_ROOT written
     resolved = json.loads((upper_run["run"] / "openrl_config.json").read_text())
     assert resolved["episode_length"] == 25  # --config wins over ppo_upper.yaml
@@ -85,23 +86,105 @@ def test_the_upper_recipe_fits_long_episodes():
     configs = Path(mapush.trainers.__file__).parent / "configs"
     assert "ppo_upper.yaml" in (configs.parent / "openrl_trainer.py").read_text()
     upper = yaml.safe_load((configs / "ppo_upper.yaml").read_text())
-    assert upper["episode_length"] > 200 and upper["log_interval"] == 1
+    # upstream's train.py forces 200 for PPO (openrl_ws/train.py:30)
+    assert upper["episode_length"] == 200 and upper["log_interval"] == 1
 
 
 def test_the_high_level_evaluates_as_the_full_hierarchy(upstream, upper_run):
-    """With obstacles MQE's collision counter moves: the collision degree is no longer 0."""
-    log = upper_run["tmp"] / "eval.jsonl"
+    """Eval plans with RRT (the switch of patches/mapush/04) and reports upstream's collision
+    degree and the obstacle collision degree (patches/mapush/05) side by side."""
+    log = upper_run["tmp"] / "eval-env.jsonl"
     proc = run_mapush(["eval", "--checkpoint", upper_run["run"], "--num-envs", NUM_ENVS] + CPU,
-                      double_env(upstream, MQE_DOUBLE_LOG=log, MQE_DOUBLE_COLLIDE_ENVS="all"),
+                      double_env(upstream, MQE_DOUBLE_LOG=log, MQE_DOUBLE_COLLIDE_ENVS="all",
+                                 MQE_DOUBLE_OBSTACLE_ENVS="0,1,2,3,5"),
                       cwd=upper_run["tmp"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["task"] == "go1push_upper"
+    assert result["task"] == "go1push_upper" and result["seed"] == 0
     assert result["success_rate"] == pytest.approx(0.5)
     assert result["collision_degree"] == pytest.approx(1.0)
+    # successes are the even envs 0, 2, 4, 6: two of four touched an obstacle every step
+    assert result["obstacle_collision_degree"] == pytest.approx(0.5)
     assert result["finished_time"] > 0
+    assert result["rrt"]["planned"] == NUM_ENVS and result["rrt"]["failed"] == 0
+    assert result["rrt"]["figures"] is None and "pass --out DIR" in proc.stderr
     (env,) = double_log(log)
     assert env["object"] == "go1push_upper"
+    assert not (upper_run["run"] / "figures").exists()
+
+
+def test_eval_of_a_high_level_run_keeps_its_rrt_figures_beside_eval_jsonl(upstream, upper_run,
+                                                                          tmp_path):
+    run = tmp_path / "upper"
+    shutil.copytree(str(upper_run["run"]), str(run))
+    proc = run_mapush(["eval", "--run", run, "--num-envs", NUM_ENVS] + CPU,
+                      double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [400]
+    for line in lines:
+        folder = run / "rrt" / Path(line["checkpoint"]).name
+        assert line["rrt"]["figures"] == str(folder.resolve())
+        assert sorted(p.name for p in folder.iterdir()) == ["rrt-env%d.png" % i
+                                                            for i in range(8)]
+        assert "obstacle_collision_degree" in line
+
+
+def test_eval_of_the_authors_high_level_policy_file(upstream, mids, upper_run, tmp_path):
+    """``--task go1push_upper --checkpoint .../goals_net/example.pt``: a bare policy file,
+    evaluated on the cuboid with the published command net; without --task it cannot tell
+    which object or level it is for."""
+    root = tmp_path / "mapush_root"
+    shutil.copytree(str(DOUBLE_ROOT), str(root))
+    published = root / "resources" / "command_nets" / "1.2x1.2.pt"
+    published.parent.mkdir(parents=True)
+    shutil.copy(str(mids["cuboid"] / "checkpoints" / "rl_model_200_steps" / "module.pt"),
+                str(published))
+    example = root / "resources" / "goals_net" / "example.pt"
+    example.parent.mkdir(parents=True)
+    shutil.copy(str(upper_run["run"] / "checkpoints" / "rl_model_400_steps" / "module.pt"),
+                str(example))
+    env = double_env(upstream, MAPUSH_ROOT=root)
+    figures = tmp_path / "figures"
+    proc = run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example,
+                       "--num-envs", NUM_ENVS, "--out", figures] + CPU, env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["task"], result["object"]) == ("go1push_upper", "cuboid")
+    assert result["rrt"]["figures"] == str(figures.resolve())
+    assert len(list(figures.glob("rrt-env*.png"))) == 8
+    proc = run_mapush(["eval", "--checkpoint", example, "--num-envs", NUM_ENVS] + CPU, env,
+                      cwd=tmp_path)
+    assert "cannot tell which object" in one_error(proc)
+    for extra, needle in ((["--object", "Tblock"], "--object Tblock: the high level"),
+                          (["--command-net", tmp_path / "nope.pt"], "no such file")):
+        proc = run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example] +
+                          extra + CPU, env, cwd=tmp_path)
+        assert needle in one_error(proc)
+    proc = run_mapush(["eval", "--task", "go1push_mid", "--checkpoint", upper_run["run"]] + CPU,
+                      env, cwd=tmp_path)
+    assert "was trained on --task go1push_upper" in one_error(proc)
+
+
+def test_eval_help_shows_task_and_command_net():
+    proc = subprocess.run([sys.executable, "-m", "mapush", "eval", "--help"],
+                          stdout=subprocess.PIPE, universal_newlines=True)
+    assert "--task" in proc.stdout and "--command-net" in proc.stdout
+    assert "default: 0" in proc.stdout
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--object", "Tblock"], "--object Tblock: the high level (go1push_upper) pushes"),
+    (["--object-config", "{root}/task/Tblock/config.py"], "builds its object from MQE's"),
+])
+def test_the_high_level_refuses_any_object_but_the_cuboid(upstream, mids, tmp_path, extra,
+                                                          needle):
+    extra = [e.format(root=DOUBLE_ROOT) for e in extra]
+    proc = run_mapush(["train", "--task", "go1push_upper", "--command-net", mids["cuboid"],
+                       "--num-envs", NUM_ENVS, "--run-dir", tmp_path / "run"] + extra + CPU,
+                      double_env(upstream), cwd=tmp_path)
+    assert needle in one_error(proc)
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_published_command_net_is_the_default(upstream, mids, tmp_path):
@@ -235,14 +318,17 @@ def test_the_pipeline_refuses_other_settings_in_its_folder(upstream, pipeline):
     assert "was made with other settings (seed: 1 there, 7 now)" in one_error(proc)
 
 
-def test_the_pipeline_refuses_an_object_the_high_level_cannot_drive(upstream, tmp_path):
-    args = pipeline_args(tmp_path / "cyl")
-    args[args.index("cuboid")] = "cylinder"
+@pytest.mark.parametrize("obj", ["Tblock", "cylinder"])
+def test_the_pipeline_refuses_an_object_the_high_level_does_not_push(upstream, tmp_path, obj):
+    """The high level pushes MQE's box whatever the mid level pushed: never a T-block's
+    policy on a box in silence."""
+    args = pipeline_args(tmp_path / obj)
+    args[args.index("cuboid")] = obj
     proc = run_mapush(args, double_env(upstream), cwd=tmp_path)
     error = one_error(proc)
-    assert "cylinder: its mid level has 3 robots (obs 11)" in error
-    assert "built for 2 robots" in error and "Tblock, cuboid" in error
-    assert not (tmp_path / "cyl").exists()
+    assert "--object %s: the high level (go1push_upper) pushes" % obj in error
+    assert "runs on --object cuboid only" in error
+    assert not (tmp_path / obj).exists()
 
 
 def test_an_interrupted_pipeline_resumes_its_stage_from_the_checkpoint(upstream, tmp_path):

@@ -48,11 +48,13 @@ def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
 
 
 def headless_figures(folder: Optional[Path]) -> None:
-    """matplotlib never opens a window (the high level's RRT planner draws, rrt.py:90-95):
-    the Agg backend; its figures go to ``folder`` (patches/mapush/03)."""
+    """matplotlib never opens a window (the high level's RRT figures): the Agg backend;
+    the figures go to ``folder``, none without one (patches/mapush/04)."""
     os.environ["MPLBACKEND"] = "Agg"
     if folder is not None:
-        os.environ.setdefault("MAPUSH_FIGURE_DIR", str(folder.resolve()))
+        os.environ["MAPUSH_FIGURE_DIR"] = str(folder.resolve())
+    else:
+        os.environ.pop("MAPUSH_FIGURE_DIR", None)
 
 
 def _signal_name(signum: Optional[int]) -> str:

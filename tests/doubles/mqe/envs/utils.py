@@ -14,7 +14,12 @@ paths relative to the working directory, and no ``close()``. Episodes are determ
   even envs); the others time out after ``max_episode_length + 1`` steps (MQE's ``>``);
 - envs in ``MQE_DOUBLE_COLLAB_ENVS`` (same syntax, default none) count every step of their
   first episode in ``collaboration_degree_buf``; ``MQE_DOUBLE_COLLIDE_ENVS`` likewise in
-  ``collision_degree_buf``, but only for a task with obstacles (``env.num_obs``), as MQE.
+  ``collision_degree_buf``, but only for a task with obstacles (``env.num_obs``), as MQE;
+  ``MQE_DOUBLE_OBSTACLE_ENVS`` likewise in ``obstacle_collision_degree_buf`` (our
+  patches/mapush/05, also only with obstacles);
+- the upper wrapper plans on ``reset()`` only when ``rrt_planning`` is on (patches/mapush/04):
+  straight paths, ``rrt_stats``, and a PNG ``rrt-env<i>.png`` for each of the first
+  ``MAPUSH_RRT_FIGURES`` envs (default 8) in ``MAPUSH_FIGURE_DIR`` when it is set.
 
 Other knobs (environment variables, so they reach the training child process):
 ``MQE_DOUBLE_CRASH_PHASE`` (create_sim, terrain, envs, prepare_sim, first_step, training)
@@ -159,6 +164,8 @@ class Go1PushMidDouble(object):
         # FIRST episode only (mqe/envs/field/legged_robot_field.py:24-31).
         self.collision_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
         self.collaboration_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
+        self.obstacle_collision_degree_buf = torch.zeros(n, dtype=torch.float, device=dev)
+        self.obstacle_envs = _env_list("MQE_DOUBLE_OBSTACLE_ENVS", n, "none").to(dev)
         self.init_reset_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.init_finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.init_episode_length_buf = torch.full((n,), self.max_episode_length,
@@ -255,6 +262,7 @@ class Go1PushMidDouble(object):
         self.init_episode_length_buf[newly] = self.episode_length_buf[newly]
         if self.num_obs != 0:  # the collision counter moves only with obstacles (line 216)
             self.collision_degree_buf += (self.collide_envs & first).float()
+            self.obstacle_collision_degree_buf += (self.obstacle_envs & first).float()
         self.collaboration_degree_buf += (self.collab_envs & first).float()
         self.init_reset_buf |= self.reset_buf.bool()
 
@@ -447,6 +455,8 @@ class Go1PushUpperDoubleWrapper(Go1PushMidDoubleWrapper):
         _load_standin(path)  # relative to the working directory, as torch.load resolves it
         self.command_module = torch.load(path, map_location=env.device, weights_only=False)
         self.commands_seen = []
+        self.rrt_planning = False  # patches/mapush/04: off, as upstream trains
+        self.rrt_stats = None
         env.reward_buffer = {  # go1_push_upper_wrapper.py:101-108
             "distance_to_target_reward": 0, "exception_punishment": 0,
             "obstacle_reward_scale": 0, "reach_target_reward": 0, "trajectory_rewards": 0,
@@ -461,7 +471,23 @@ class Go1PushUpperDoubleWrapper(Go1PushMidDoubleWrapper):
 
     def reset(self):
         self.env.reset()
+        if self.rrt_planning and self.env.num_obs > 0:
+            self._plan()
         return self._obs()
+
+    def _plan(self):
+        n = self.env.num_envs
+        folder = os.environ.get("MAPUSH_FIGURE_DIR")
+        saved = []
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+            for i in range(min(int(os.environ.get("MAPUSH_RRT_FIGURES", "8")), n)):
+                path = os.path.join(folder, "rrt-env%d.png" % i)
+                with open(path, "wb") as fh:
+                    fh.write(b"\x89PNG\r\n\x1a\n")
+                saved.append(path)
+        self.rrt_stats = {"envs": n, "planned": n, "failed": 0, "seconds": 0.0,
+                          "figures": saved}
 
     def step(self, actions):
         n, a = self.env.num_envs, self.env.num_agents
