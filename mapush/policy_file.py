@@ -219,9 +219,26 @@ def input_dim(checkpoint: Any) -> int:
 
 
 def state_dicts(module: Any) -> Dict[str, Any]:
-    """The policy and value weights of an OpenRL module (and its value normaliser)."""
-    out = {name: model.state_dict() for name, model in module.models.items()}
-    normalizer = getattr(module, "value_normalizer", None)
-    if normalizer is not None and hasattr(normalizer, "state_dict"):
-        out["value_normalizer"] = normalizer.state_dict()
+    """The policy and value weights of an OpenRL module, by model name."""
+    return {name: model.state_dict() for name, model in module.models.items()}
+
+
+# OpenRL's value normalisers (base_value_network.py:32, base_policy_network.py:32) and their
+# statistics (valuenorm.py:27-35).
+VALUE_NORMS = ("value_normalizer", "policy_value_normalizer")
+NORM_STATS = ("running_mean", "running_mean_sq", "debiasing_term")
+
+
+def normalizer_stats(module: Any) -> Dict[str, Dict[str, Any]]:
+    """``{"<model>.<normaliser>": {statistic: tensor}}`` of an OpenRL module. ValueNorm makes
+    its statistics with ``nn.Parameter(...).to(device)`` (valuenorm.py:27-35): on another
+    device or dtype that returns a plain tensor, so a module built on CUDA keeps them outside
+    ``state_dict()``; they are read here as attributes."""
+    out = {}  # type: Dict[str, Dict[str, Any]]
+    for name, model in module.models.items():
+        for attr in VALUE_NORMS:
+            norm = getattr(model, attr, None)
+            if norm is not None and all(hasattr(norm, stat) for stat in NORM_STATS):
+                out["%s.%s" % (name, attr)] = {stat: getattr(norm, stat).detach()
+                                               for stat in NORM_STATS}
     return out

@@ -216,3 +216,57 @@ def test_unknown_key_in_config_is_one_error_line_naming_it(upstream, tmp_path):
     (error,) = error_lines(proc.stderr)
     assert str(config) in error and "episode_lenght" in error
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+INIT_FROM_NORMALIZER = r'''
+import json, sys
+from types import SimpleNamespace
+
+import isaacgym  # noqa: F401 - the module's pickle names the env's classes; before torch
+import torch
+from openrl.modules.utils.valuenorm import ValueNorm
+
+from mapush.trainers.openrl_trainer import init_weights
+
+STATS = ("running_mean", "running_mean_sq", "debiasing_term")
+load = lambda: torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+source, cuda_like, as_loaded = load(), load(), load()
+# The layout of a module built on CUDA: ValueNorm's nn.Parameter(...).to(**tpdv)
+# (valuenorm.py:27-35) returns a plain tensor when the device or dtype changes. A float64
+# default dtype takes that same path on the CPU.
+torch.set_default_dtype(torch.float64)
+for module in (source, cuda_like):
+    module.models["critic"].value_normalizer = ValueNorm(1, device=torch.device("cpu"))
+torch.set_default_dtype(torch.float32)
+norm = source.models["critic"].value_normalizer
+norm.update(torch.tensor([[3.0], [5.0], [7.0]]))
+out = {"outside_state_dict": not any("running_mean" in key for key in
+                                     source.models["critic"].state_dict())}
+for name, target in (("cuda_like", cuda_like), ("as_loaded", as_loaded)):
+    init_weights(SimpleNamespace(net=SimpleNamespace(module=target)), source)
+    mine = target.models["critic"].value_normalizer
+    out[name] = {stat: [getattr(norm, stat).tolist(), getattr(mine, stat).tolist()]
+                 for stat in STATS}
+    weights, copied = source.models["critic"].state_dict(), target.models["critic"].state_dict()
+    out[name + "_weights"] = all(torch.equal(value, copied[key])
+                                 for key, value in weights.items())
+print(json.dumps(out))
+'''
+
+
+def test_init_from_copies_the_value_normalizer_statistics(trained, upstream):
+    """``--init-from`` copies ValueNorm's running statistics, which a module built on CUDA
+    keeps outside ``state_dict()`` (openrl valuenorm.py:27-35), into a CUDA-like module and
+    into one as a CPU run loads it."""
+    module = sorted((trained["run"] / "checkpoints").glob("*/module.pt"))[-1]
+    proc = subprocess.run([sys.executable, "-c", INIT_FROM_NORMALIZER, str(module)],
+                          env=double_env(upstream), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["outside_state_dict"]
+    for name in ("cuda_like", "as_loaded"):
+        for stat, (source, copied) in out[name].items():
+            assert copied == pytest.approx(source), (name, stat)
+        assert out[name]["debiasing_term"][0] != 0  # the source's statistics, not fresh ones
+        assert out[name + "_weights"]

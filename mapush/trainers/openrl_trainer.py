@@ -205,16 +205,32 @@ def use_module(agent: Any, module: Any) -> None:
 
 
 def init_weights(agent: Any, source: Any) -> None:
-    """``--init-from``: copy the policy and value weights (and the value normaliser) of
-    ``source`` into the agent's fresh module; its optimizers stay fresh."""
+    """``--init-from``: copy the policy and value weights and the value normalisers'
+    statistics of ``source`` into the agent's fresh module; its optimizers stay fresh. The
+    statistics are copied as attributes: a module built on CUDA keeps them outside
+    ``state_dict()`` (:func:`policy_file.normalizer_stats`)."""
     target = agent.net.module
     for name, state in policy_file.state_dicts(source).items():
-        owner = target.value_normalizer if name == "value_normalizer" else \
-            target.models.get(name)
+        owner = target.models.get(name)
         if owner is None:
             raise UsageError("--init-from: the checkpoint has %r, this PPO network has none"
                              % name)
-        owner.load_state_dict(state)
+        result = owner.load_state_dict(state, strict=False)
+        stray = [key for key in list(result.missing_keys) + list(result.unexpected_keys)
+                 if key.split(".", 1)[0] not in policy_file.VALUE_NORMS]
+        if stray:
+            raise UsageError("--init-from: the checkpoint's %r does not fit this PPO network "
+                             "(%s)" % (name, ", ".join(stray[:4])))
+    for where, stats in policy_file.normalizer_stats(source).items():
+        model, attr = where.split(".", 1)
+        norm = getattr(target.models[model], attr, None)
+        if norm is None:
+            raise UsageError("--init-from: the checkpoint's %s has a value normaliser, this "
+                             "PPO network none (use_valuenorm)" % model)
+        with torch.no_grad():
+            for stat, value in stats.items():
+                mine = getattr(norm, stat)
+                mine.copy_(value.to(device=mine.device, dtype=mine.dtype))
 
 
 # -- driver and callback ----------------------------------------------------------------
