@@ -102,8 +102,10 @@ def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
 
 def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
               theirs: Dict[int, Dict[str, float]]) -> None:
-    keys = ("success_rate", "finished_time", "collision_degree", "collaboration_degree")
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3), squeeze=False)
+    keys = ["success_rate", "finished_time", "collision_degree", "collaboration_degree"]
+    if any(r.get("obstacle_collision_degree") is not None for r in records):
+        keys.append("obstacle_collision_degree")  # the high level (patches/mapush/05)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3), squeeze=False)
     for ax, key in zip(axes.flat, keys):
         points = [(r["step"], r[key]) for r in records
                   if r.get(key) is not None and r.get("step") is not None]
@@ -179,10 +181,11 @@ def build(run: Path, out: Path) -> Path:
         sections.append("<h2>Evaluation per checkpoint (MAPush's calculator)</h2>"
                         "<img src=\"eval.png\" alt=\"evaluation\">" + _table(
             [[r.get("step"), r.get("success_rate"), r.get("finished_time"),
-              r.get("collision_degree"), r.get("collaboration_degree"), r.get("error")]
+              r.get("collision_degree"), r.get("collaboration_degree"),
+              r.get("obstacle_collision_degree"), r.get("error")]
              for r in records],
-            ["step", "success rate", "finished time (s)", "collision degree",
-             "collaboration degree", "error"]))
+            ["step", "success rate", "finished time (s)", "collision degree (upstream's)",
+             "collaboration degree", "obstacle collision degree", "error"]))
     else:
         sections.append("<h2>Evaluation</h2>" + _missing(
             "evaluation (eval.jsonl)", "make eval RUN=%s  (mapush eval --run %s)" % (run, run)))

@@ -128,6 +128,11 @@ def test_eval_of_a_high_level_run_keeps_its_rrt_figures_beside_eval_jsonl(upstre
         assert sorted(p.name for p in folder.iterdir()) == ["rrt-env%d.png" % i
                                                             for i in range(8)]
         assert "obstacle_collision_degree" in line
+    proc = run_mapush(["report", run], double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = (run / "report" / "index.html").read_text()
+    assert "collision degree (upstream&#x27;s)" in page or "collision degree (upstream's)" in page
+    assert "obstacle collision degree" in page
 
 
 def test_eval_of_the_authors_high_level_policy_file(upstream, mids, upper_run, tmp_path):
