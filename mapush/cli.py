@@ -13,8 +13,9 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
 from mapush.objects import KNOWN_OBJECTS, find_objects
-from mapush.spec import ALGOS, DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_NUM_ENVS, DEFAULT_STEPS, \
-    MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, check_upper_object, default_run_dir
+from mapush.spec import ALGOS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
+    DEFAULT_NUM_ENVS, DEFAULT_STEPS, MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, \
+    check_upper_object, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -183,8 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=positive_int, default=1,
                     help="with --video: episodes of env 0 to record")
     _devices(ev, "device of the simulation", "device of the policy")
-    ev.add_argument("--seed", type=non_negative_int, default=0,
-                    help="random seed (default: 0, as upstream's calculator: mqe/utils/helpers.py:185)")
+    ev.add_argument("--seed", type=non_negative_int, default=CALCULATOR_SEED,
+                    help="random seed (default: %(default)s, as upstream's calculator)")
     report = sub.add_parser("report", help="RUN/report/index.html: curves, eval metrics, "
                                            "videos and the run's config on one page")
     report.add_argument("run", metavar="RUN", help="a run directory")
@@ -258,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the last three checkpoints of each run, or all of them")
     rep.add_argument("--num-envs", type=positive_int, default=300,
                      help="envs per checkpoint (the authors' calculator used 300)")
-    rep.add_argument("--seed", type=non_negative_int, default=0,
-                     help="the authors' test seed (OpenRL's default, which their test.py kept)")
+    rep.add_argument("--seed", type=non_negative_int, default=CALCULATOR_SEED,
+                     help="the authors' test seed (default: %(default)s, OpenRL's default, "
+                          "which their test.py kept)")
     rep.add_argument("--results", metavar="DIR",
                      help="the authors' results folder (default: $MAPUSH_ROOT/results)")
     rep.add_argument("--out", default="runs/reproduce", metavar="DIR",

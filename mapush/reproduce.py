@@ -29,7 +29,6 @@ from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.run.atomic import write_json, write_text
 
 DEFAULT_NUM_ENVS = 300  # the authors' calculator (task/<object>/train.sh)
-DEFAULT_SEED = 0        # their test.py's seed: OpenRL's default (see the module docstring)
 SIGMAS = 3.0
 CHOICES = ("last3", "all")
 
