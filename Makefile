@@ -18,7 +18,7 @@ $(foreach key,$(_STACK_KEYS),$(eval $(key) := $(CU121_$(key))))
 endif
 
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 VENV_PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
@@ -137,21 +137,28 @@ endif
 ifneq ($(filter eval video report,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
 endif
-# Host checks (docker/host-check.sh) before any Docker call, also as one line and exit 2:
-# Compose v2 for the compose targets; the tarball (readable gzip, Preview 4 layout, pinned
-# sha256 if any) and BuildKit for `make build`. Skipped by `make -n`.
+# Host checks (docker/host-check.sh prereqs) before any Docker call, in one pass: Compose v2
+# for the compose targets, a running daemon, and, when the image must be built (make build,
+# or a target whose IMAGE is missing), the tarball (readable gzip, Preview 4 layout, pinned
+# sha256 if any) and BuildKit. One `error:` line for each that is missing, exit 2. Skipped by
+# `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
-_host_check = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) $(1) 2>&1 >/dev/null))
-_COMPOSE_GOALS := train resume eval video report pipeline reproduce doctor smoke-test shell tensorboard tensorboard-stop \
-	compose-check
-ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
-$(call _check,$(call _host_check,compose))
-endif
+_COMPOSE_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell sweep \
+	sweep-report tensorboard tensorboard-stop compose-check
+_IMAGE_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell sweep \
+	sweep-report sif
+# $(call _prereqs,COMPOSE 0/1,BUILD always/if-missing/never) -> the last error line, or empty
+_prereqs = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' \
+	TARBALL_MISSING_MSG='$(subst error: ,,$(_TARBALL_MSG))' $(HOST_CHECK) prereqs $(1) $(2) \
+	'$(IMAGE)' '$(ISAACGYM_TARBALL_PATH)' '$(ISAACGYM_TARBALL_SHA256)'))
+_NEEDS_COMPOSE := $(if $(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),1,0)
 ifneq ($(filter build,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,HOST_UID,zero,1000)$(call _uint,HOST_GID,zero,1000))
-$(call _check,$(if $(wildcard $(ISAACGYM_TARBALL_PATH)),,$(_TARBALL_MSG)))
-$(call _check,$(call _host_check,tarball $(ISAACGYM_TARBALL_PATH) $(ISAACGYM_TARBALL_SHA256)))
-$(call _check,$(call _host_check,buildkit))
+$(call _check,$(call _prereqs,$(_NEEDS_COMPOSE),always))
+else ifneq ($(filter $(_IMAGE_GOALS),$(MAKECMDGOALS)),)
+$(call _check,$(call _prereqs,$(_NEEDS_COMPOSE),if-missing))
+else ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
+$(call _check,$(call _prereqs,1,never))
 endif
 
 # ---------------------------------------------------------------------------------------
@@ -175,6 +182,7 @@ help: ## list the targets and their variables
 	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
 	@echo "    STACK=$(STACK)  one of: $(STACKS) (cu121: the authors' torch $(CU121_TORCH_VERSION))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
+	@echo "    PYTHON=$(PYTHON)  any Python 3.10-3.13 (make venv, make test)  VENV=$(VENV)"
 	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: python:3.11-slim-bookworm))"

@@ -6,6 +6,13 @@
 #        docker/host-check.sh compose
 #        docker/host-check.sh tarball PATH [SHA256]
 #        docker/host-check.sh runs-dir DIR CONTAINER_UID
+#        docker/host-check.sh prereqs COMPOSE BUILD IMAGE TARBALL [SHA256]
+#
+# prereqs   every prerequisite of a make target in one pass: Compose v2 (COMPOSE=1), a
+#           running Docker daemon, and when the image must be built (BUILD=always, or
+#           BUILD=if-missing and IMAGE does not exist or cannot be asked for) the tarball
+#           and BuildKit. One `error:` line on stderr for each that is missing, except the
+#           last, which goes to stdout for make to print with $(error); exit 2 if any.
 #
 # buildkit  `docker build --build-context` (make build) needs BuildKit, i.e. the buildx
 #           plugin; Debian's docker.io 20.10 has neither and fails with "unknown flag".
@@ -26,16 +33,16 @@ fail() {
     exit 2
 }
 
+BUILDKIT_MSG="make build needs Docker BuildKit ('docker buildx version' failed): install the buildx plugin (Docker's docker-buildx-plugin package, or docker-buildx on Debian/Ubuntu) and retry"
+COMPOSE_MSG="Docker Compose v2 is missing ('docker compose version' failed): install the compose plugin (Docker's docker-compose-plugin package, or docker-compose-v2 on Debian/Ubuntu); the old docker-compose v1 is not enough"
+DAEMON_MSG="the Docker daemon does not answer ('docker info' failed): start it (sudo systemctl start docker), or check DOCKER_HOST and that you may use it (the docker group)"
+
 check_buildkit() {
-    if ! "$docker_cmd" buildx version >/dev/null 2>&1; then
-        fail "make build needs Docker BuildKit ('docker buildx version' failed): install the buildx plugin (Docker's docker-buildx-plugin package, or docker-buildx on Debian/Ubuntu) and retry"
-    fi
+    "$docker_cmd" buildx version >/dev/null 2>&1 || fail "$BUILDKIT_MSG"
 }
 
 check_compose() {
-    if ! "$docker_cmd" compose version >/dev/null 2>&1; then
-        fail "Docker Compose v2 is missing ('docker compose version' failed): install the compose plugin (Docker's docker-compose-plugin package, or docker-compose-v2 on Debian/Ubuntu); the old docker-compose v1 is not enough"
-    fi
+    "$docker_cmd" compose version >/dev/null 2>&1 || fail "$COMPOSE_MSG"
 }
 
 # What docker/install-isaacgym.sh extracts and uses, and the Python 3.8 bindings.
@@ -81,8 +88,41 @@ check_runs_dir() {
         # The ids cannot be matched (root without sudo: the container user is never root).
         # Like /tmp: everyone may add files, nobody may remove another's.
         chmod 1777 "$dir" 2>/dev/null || true
-        echo "mapush: $dir belongs to uid $owner_uid but the container runs as uid $container_uid, so $dir is made writable for all (mode 1777); to keep it yours, run make as uid $container_uid or set HOST_UID=$owner_uid HOST_GID=$(stat -c %g "$dir") (a non-root user)" >&2
+        if [ "$owner_uid" = 0 ]; then
+            echo "mapush: $dir belongs to root but the container never runs as root (it runs as uid $container_uid), so $dir is made writable for all (mode 1777); to keep it private, run make as a non-root user (or through sudo from one)" >&2
+        else
+            echo "mapush: $dir belongs to uid $owner_uid but the container runs as uid $container_uid, so $dir is made writable for all (mode 1777); to keep it yours, run make as uid $container_uid or set HOST_UID=$owner_uid HOST_GID=$(stat -c %g "$dir")" >&2
+        fi
     fi
+}
+
+check_prereqs() {
+    local compose=$1 build=$2 image=$3 tarball=$4 sha=${5:-} problems=() daemon=1 msg i
+    if [ "$compose" = 1 ] && ! "$docker_cmd" compose version >/dev/null 2>&1; then
+        problems+=("$COMPOSE_MSG")
+    fi
+    if ! "$docker_cmd" info >/dev/null 2>&1; then
+        daemon=0
+        problems+=("$DAEMON_MSG")
+    fi
+    if [ "$build" = if-missing ] && [ "$daemon" = 1 ] &&
+        "$docker_cmd" image inspect "$image" >/dev/null 2>&1; then
+        build=never
+    fi
+    if [ "$build" != never ]; then
+        if [ ! -f "$tarball" ]; then
+            problems+=("${TARBALL_MISSING_MSG:-Isaac Gym tarball $tarball does not exist}")
+        elif ! msg=$(check_tarball "$tarball" "$sha" 2>&1); then
+            problems+=("${msg#error: }")
+        fi
+        "$docker_cmd" buildx version >/dev/null 2>&1 || problems+=("$BUILDKIT_MSG")
+    fi
+    [ "${#problems[@]}" -eq 0 ] && return 0
+    for ((i = 0; i < ${#problems[@]} - 1; i++)); do
+        echo "error: ${problems[i]}" >&2
+    done
+    echo "error: ${problems[${#problems[@]} - 1]}"
+    exit 2
 }
 
 case "${1:-}" in
@@ -92,5 +132,7 @@ case "${1:-}" in
              check_tarball "$2" "${3:-}" ;;
     runs-dir) [ $# -eq 3 ] || fail "usage: docker/host-check.sh runs-dir DIR CONTAINER_UID"
               check_runs_dir "$2" "$3" ;;
-    *) fail "usage: docker/host-check.sh {buildkit|compose|tarball PATH [SHA256]|runs-dir DIR UID}" ;;
+    prereqs) [ $# -ge 5 ] || fail "usage: docker/host-check.sh prereqs COMPOSE BUILD IMAGE TARBALL [SHA256]"
+             check_prereqs "$2" "$3" "$4" "$5" "${6:-}" ;;
+    *) fail "usage: docker/host-check.sh {buildkit|compose|tarball PATH [SHA256]|runs-dir DIR UID|prereqs ...}" ;;
 esac

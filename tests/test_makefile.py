@@ -25,6 +25,8 @@ if [ "$1 $2" = "buildx version" ] && [ -n "${STUB_NO_BUILDX:-}" ]; then
     echo "docker: 'buildx' is not a docker command." >&2; exit 1; fi
 if [ "$1 $2" = "compose version" ] && [ -n "${STUB_NO_COMPOSE:-}" ]; then
     echo "docker: 'compose' is not a docker command." >&2; exit 1; fi
+if [ "$1" = "info" ] && [ -n "${STUB_NO_DAEMON:-}" ]; then
+    echo "Cannot connect to the Docker daemon" >&2; exit 1; fi
 if [ "$1 $2" = "image inspect" ]; then
     if [ "$3" = "--format" ] && [ -n "${STUB_LABEL:-}" ]; then echo "$STUB_LABEL"; fi
     exit "${STUB_INSPECT_RC:-0}"; fi
@@ -192,15 +194,38 @@ def test_build_without_the_tarball_says_where_to_get_it_and_where_to_put_it(sand
     assert PINS["ISAACGYM_DOWNLOAD_URL"] in lines[0]
     assert "vendor/" + PINS["ISAACGYM_TARBALL"] in lines[0]
     assert "ISAACGYM_TARBALL_PATH=" in lines[0]
-    assert docker_calls(sandbox) == []
+    assert docker_calls(sandbox) == CHECKS_ONLY
 
 
 def test_train_without_image_and_tarball_stops_before_building(sandbox):
     proc = stubbed(sandbox, ["train"], STUB_INSPECT_RC="1")
     assert proc.returncode != 0
     assert PINS["ISAACGYM_DOWNLOAD_URL"] in proc.stderr
-    assert [c.split()[0:2] for c in docker_calls(sandbox)] == [["compose", "version"],
-                                                                ["image", "inspect"]]
+    assert [c.split()[0:2] for c in docker_calls(sandbox)] == [
+        ["compose", "version"], ["info"], ["image", "inspect"], ["buildx", "version"]]
+
+
+# The checks of a build (docker/host-check.sh prereqs): the daemon, then BuildKit; no build.
+CHECKS_ONLY = ["info", "buildx version"]
+
+
+@pytest.mark.parametrize("daemon", [True, False])
+def test_every_missing_prerequisite_is_named_in_one_pass(sandbox, daemon):
+    """No Compose, no BuildKit, no tarball (and no daemon): one make train names each, one
+    line apiece, exit 2, before anything runs."""
+    env = {"STUB_NO_COMPOSE": "1", "STUB_NO_BUILDX": "1", "STUB_INSPECT_RC": "1"}
+    if not daemon:
+        env["STUB_NO_DAEMON"] = "1"
+    proc = stubbed(sandbox, ["train"], **env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == (3 if daemon else 4), proc.stderr
+    assert all("error: " in line for line in lines)
+    assert "Compose v2" in lines[0]
+    if not daemon:
+        assert "Docker daemon does not answer" in lines[1]
+    assert "Isaac Gym tarball not found" in lines[-2] and "BuildKit" in lines[-1]
+    assert not [c for c in docker_calls(sandbox) if c.startswith(("compose run", "build "))]
 
 
 def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
@@ -212,8 +237,8 @@ def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
     proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball,
                              "HOST_UID=1234", "HOST_GID=567"])
     assert proc.returncode == 0, proc.stderr
-    assert docker_calls(sandbox)[0] == "buildx version"  # BuildKit checked first
-    [call] = docker_calls(sandbox)[1:]
+    assert docker_calls(sandbox)[:2] == CHECKS_ONLY  # the daemon and BuildKit checked first
+    [call] = docker_calls(sandbox)[2:]
     args = call.split()
     assert args[0] == "build" and "--file" in args and "docker/Dockerfile" in args
     dockerfile_args = set(re.findall(r"^ARG (\w+)", (REPO / "docker" / "Dockerfile").read_text(), re.M))
@@ -261,17 +286,18 @@ def test_train_builds_only_a_missing_image_then_runs_compose(sandbox, tmp_path):
     proc = stubbed(sandbox, ["train", "NUM_ENVS=16"])  # the stub says the image exists
     assert proc.returncode == 0, proc.stderr
     calls = docker_calls(sandbox)
-    assert calls[0] == "compose version"  # Compose v2 checked first
-    assert calls[1].startswith("image inspect mapush-env:latest")
-    assert calls[2].startswith("compose --env-file env/pins.env run --rm train mapush train ")
-    assert "--num-envs 16" in calls[2] and len(calls) == 3
+    assert calls[:2] == ["compose version", "info"]  # Compose v2 and the daemon first
+    assert calls[2].startswith("image inspect mapush-env:latest")  # the checks' own
+    assert calls[3].startswith("image inspect mapush-env:latest")  # make image's
+    assert calls[4].startswith("compose --env-file env/pins.env run --rm train mapush train ")
+    assert "--num-envs 16" in calls[4] and len(calls) == 5
     assert (sandbox / "runs").is_dir()
     (sandbox / "docker.log").unlink()
     tarball = fake_tarball(tmp_path / "ig.tar.gz")
     proc = stubbed(sandbox, ["train", "ISAACGYM_TARBALL_PATH=%s" % tarball], STUB_INSPECT_RC="1")
     assert proc.returncode == 0, proc.stderr
     assert [c.split()[0] for c in docker_calls(sandbox)] == \
-        ["compose", "image", "buildx", "build", "compose"]
+        ["compose", "info", "image", "buildx", "image", "buildx", "build", "compose"]
 
 
 @pytest.mark.parametrize("target, expect", [
@@ -330,7 +356,7 @@ def test_build_without_buildkit_says_what_to_install_before_building(sandbox, tm
     line = one_error(proc)
     assert "BuildKit" in line and "buildx" in line and "docker-buildx-plugin" in line
     assert "unknown flag" not in proc.stderr
-    assert docker_calls(sandbox) == ["buildx version"]
+    assert docker_calls(sandbox) == CHECKS_ONLY
 
 
 @pytest.mark.parametrize("case, needle", [
@@ -360,7 +386,7 @@ def test_a_bad_tarball_is_one_line_before_the_build(sandbox, tmp_path, case, nee
     proc = stubbed(sandbox, ["build", "ISAACGYM_TARBALL_PATH=%s" % tarball] + extra)
     line = one_error(proc)
     assert needle in line and str(tarball) in line
-    assert docker_calls(sandbox) == []
+    assert docker_calls(sandbox) == CHECKS_ONLY
 
 
 def test_the_pinned_tarball_hash_is_checked_when_set(sandbox, tmp_path):
@@ -381,7 +407,9 @@ def test_missing_compose_v2_is_named_before_anything_runs(sandbox, target):
     proc = stubbed(sandbox, [target, "RUN=runs/a"], STUB_NO_COMPOSE="1")
     line = one_error(proc)
     assert "Compose v2" in line and "docker-compose-plugin" in line
-    assert docker_calls(sandbox) == ["compose version"]
+    calls = docker_calls(sandbox)
+    assert calls[0] == "compose version" and set(calls) <= {
+        "compose version", "info", "image inspect mapush-env:latest"}, calls
 
 
 def test_tensorboard_builds_only_when_missing_or_its_inputs_changed(sandbox):
@@ -437,7 +465,8 @@ def test_runs_dir_belongs_to_the_invoking_user(sandbox):
     stat = (sandbox / "runs").stat()
     assert stat.st_uid == 0 and stat.st_mode & 0o1777 == 0o1777
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "belongs to uid 0 but the container runs as uid 1000" in lines[0]
+    assert len(lines) == 1 and "belongs to root but the container never runs as root" in lines[0]
+    assert "HOST_UID=0" not in lines[0] and "non-root user" in lines[0]
 
 
 def test_a_fresh_clone_has_runs_owned_by_whoever_cloned_it(tmp_path):
