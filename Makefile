@@ -55,8 +55,13 @@ OBJECT_CHOICES := cuboid Tblock cylinder
 IMAGE ?= mapush-env:$(if $(filter cu116,$(STACK)),latest,$(STACK))
 TENSORBOARD_IMAGE ?= mapush-tensorboard:latest
 TENSORBOARD_PORT ?= 6006
-# TensorBoard's base image; empty: the Dockerfile's python:3.11-slim-bookworm.
+# TensorBoard's base image; empty: the Dockerfile's default (_TB_DEFAULT_BASE).
 TENSORBOARD_BASE_IMAGE ?=
+_TB_DEFAULT_BASE := $(shell sed -n 's/^ARG TENSORBOARD_BASE_IMAGE=//p' docker/tensorboard.Dockerfile)
+# The TensorBoard image is built only when missing or when its inputs changed: their hash is
+# the image's label org.mapush.inputs (docker/tensorboard.Dockerfile).
+TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile env/tensorboard.lock | \
+	{ cat; printf '%s' '$(TENSORBOARD_BASE_IMAGE)'; } | sha256sum | cut -c1-16)
 # The container user owns what it writes in runs/: the invoking user's ids (under sudo, the
 # user who ran sudo); root without sudo gets 1000, the image's default user.
 _ID_U := $(or $(SUDO_UID),$(shell id -u))
@@ -124,7 +129,7 @@ $(call _check,$(if $(NAME),$(if $(wildcard runs/sweeps/$(NAME)/sweep.json),,erro
 endif
 ifneq ($(filter pipeline,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
-$(call _check,$(call _choice,OBJECT,$(OBJECT_CHOICES)))
+$(call _check,$(if $(filter cuboid,$(OBJECT)),,error: OBJECT='$(OBJECT)': the pipeline's high level pushes MQE's 1.2 x 1.2 box whatever the mid level pushed, so it runs on OBJECT=cuboid only (train another object's mid level with make train OBJECT=$(OBJECT))))
 $(call _check,$(call _uint,SEED,zero,1))
 endif
 ifneq ($(filter doctor,$(MAKECMDGOALS)),)
@@ -160,6 +165,14 @@ $(call _check,$(call _prereqs,$(_NEEDS_COMPOSE),if-missing))
 else ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _prereqs,1,never))
 endif
+# make tensorboard builds its image when missing or changed: its base must be at hand.
+ifneq ($(filter tensorboard,$(MAKECMDGOALS)),)
+ifeq ($(_DRY_RUN),)
+ifneq ($(shell $(DOCKER) image inspect --format '{{ index .Config.Labels "org.mapush.inputs" }}' $(TENSORBOARD_IMAGE) 2>/dev/null),$(TENSORBOARD_INPUTS))
+$(call _check,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) tensorboard-base '$(or $(TENSORBOARD_BASE_IMAGE),$(_TB_DEFAULT_BASE))' 2>&1 >/dev/null))
+endif
+endif
+endif
 
 # ---------------------------------------------------------------------------------------
 .PHONY: help
@@ -183,9 +196,10 @@ help: ## list the targets and their variables
 	@echo "    STACK=$(STACK)  one of: $(STACKS) (cu121: the authors' torch $(CU121_TORCH_VERSION))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
 	@echo "    PYTHON=$(PYTHON)  any Python 3.10-3.13 (make venv, make test)  VENV=$(VENV)"
+	@echo "    HOST_VENV=$(HOST_VENV)  (make report: mapush on the host)"
 	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
-	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: python:3.11-slim-bookworm))"
+	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: $(_TB_DEFAULT_BASE)))"
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
@@ -196,7 +210,8 @@ $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install -q --upgrade pip
 	$(VENV_PY) -m pip install -q -r env/requirements-test.txt
-	$(VENV_PY) -m pip download -q --no-deps --require-hashes -r env/harl-carrier.txt -d $(VENV)/wheels
+	$(VENV_PY) -m pip download -q --no-deps --require-hashes --only-binary=:all: --python-version 3.11 \
+	  -r env/harl-carrier.txt -d $(VENV)/wheels
 	$(VENV_PY) -m pip install -q --no-deps -e .
 	touch $@
 
@@ -282,9 +297,21 @@ eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
 video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/videos/*.mp4
 	$(COMPOSE) run --rm train mapush eval --checkpoint $(or $(CHECKPOINT),$(RUN)) --video $(EXTRA)
 
+# make report runs on the host: no image, no GPU, no Docker. HOST_VENV is a virtualenv with
+# this checkout installed by pip (pyproject.toml's dependencies: matplotlib, tqdm, ...).
+HOST_VENV ?= build/host-venv
+$(HOST_VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(HOST_VENV)
+	$(HOST_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HOST_VENV)/bin/python -m pip install -q -e .
+	touch $@
+
+.PHONY: host-venv
+host-venv: $(HOST_VENV)/.stamp ## HOST_VENV: mapush with its host dependencies (pip install -e .)
+
 .PHONY: report
-report: image ## RUN/report/index.html: curves, eval metrics, videos and config of RUN
-	$(COMPOSE) run --rm --no-deps train mapush report $(RUN) $(EXTRA)
+report: $(HOST_VENV)/.stamp ## RUN/report/index.html: curves, eval metrics, videos and config of RUN (on the host)
+	$(HOST_VENV)/bin/mapush report $(RUN) $(EXTRA)
 
 # A sweep runs on the host (plain Python 3, this checkout's mapush): each cell is a
 # `docker compose run` of the training service with only its GPU (GPU=N), one per GPU.
@@ -325,11 +352,6 @@ smoke-test: image runs-dir ## short end-to-end GPU check; report in runs/smoke/r
 .PHONY: shell
 shell: image runs-dir ## a bash shell in the training container (GPU, runs/ mounted)
 	$(COMPOSE) run --rm train bash
-
-# The TensorBoard image is built only when missing or when its inputs changed: their hash is
-# the image's label org.mapush.inputs (docker/tensorboard.Dockerfile).
-TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile env/tensorboard.lock | \
-	{ cat; printf '%s' '$(TENSORBOARD_BASE_IMAGE)'; } | sha256sum | cut -c1-16)
 
 .PHONY: tensorboard
 tensorboard: runs-dir ## TensorBoard over runs/ at http://127.0.0.1:TENSORBOARD_PORT (no GPU needed)

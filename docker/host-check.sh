@@ -7,6 +7,7 @@
 #        docker/host-check.sh tarball PATH [SHA256]
 #        docker/host-check.sh runs-dir DIR CONTAINER_UID
 #        docker/host-check.sh prereqs COMPOSE BUILD IMAGE TARBALL [SHA256]
+#        docker/host-check.sh tensorboard-base IMAGE
 #
 # prereqs   every prerequisite of a make target in one pass: Compose v2 (COMPOSE=1), a
 #           running Docker daemon, and when the image must be built (BUILD=always, or
@@ -24,6 +25,9 @@
 # runs-dir  runs/ exists, made by the invoking user (under sudo: the user who ran sudo,
 #           never root or a guessed id), and the container user (CONTAINER_UID) can write
 #           to it; one line when the ids cannot be matched.
+# tensorboard-base  the base image of docker/tensorboard.Dockerfile is here or can be
+#           pulled; without a registry, one line names TENSORBOARD_BASE_IMAGE and
+#           docker/scripts/debian-base.sh instead of BuildKit's dump.
 # DOCKER (default docker) is the docker command.
 set -euo pipefail
 
@@ -125,6 +129,13 @@ check_prereqs() {
     exit 2
 }
 
+check_tensorboard_base() {
+    local image=$1
+    "$docker_cmd" image inspect "$image" >/dev/null 2>&1 && return 0
+    "$docker_cmd" pull --quiet "$image" >/dev/null 2>&1 && return 0
+    fail "TensorBoard's base image $image is not here and cannot be pulled (no registry answers?): pass TENSORBOARD_BASE_IMAGE=<a local Debian or Python image>, or make one from Debian's archive with: sudo docker/scripts/debian-base.sh mapush-debian-base:bookworm, then make tensorboard TENSORBOARD_BASE_IMAGE=mapush-debian-base:bookworm"
+}
+
 case "${1:-}" in
     buildkit) check_buildkit ;;
     compose) check_compose ;;
@@ -132,7 +143,9 @@ case "${1:-}" in
              check_tarball "$2" "${3:-}" ;;
     runs-dir) [ $# -eq 3 ] || fail "usage: docker/host-check.sh runs-dir DIR CONTAINER_UID"
               check_runs_dir "$2" "$3" ;;
+    tensorboard-base) [ $# -eq 2 ] || fail "usage: docker/host-check.sh tensorboard-base IMAGE"
+                      check_tensorboard_base "$2" ;;
     prereqs) [ $# -ge 5 ] || fail "usage: docker/host-check.sh prereqs COMPOSE BUILD IMAGE TARBALL [SHA256]"
              check_prereqs "$2" "$3" "$4" "$5" "${6:-}" ;;
-    *) fail "usage: docker/host-check.sh {buildkit|compose|tarball PATH [SHA256]|runs-dir DIR UID|prereqs ...}" ;;
+    *) fail "usage: docker/host-check.sh {buildkit|compose|tarball PATH [SHA256]|runs-dir DIR UID|prereqs ...|tensorboard-base IMAGE}" ;;
 esac

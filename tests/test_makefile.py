@@ -27,6 +27,8 @@ if [ "$1 $2" = "compose version" ] && [ -n "${STUB_NO_COMPOSE:-}" ]; then
     echo "docker: 'compose' is not a docker command." >&2; exit 1; fi
 if [ "$1" = "info" ] && [ -n "${STUB_NO_DAEMON:-}" ]; then
     echo "Cannot connect to the Docker daemon" >&2; exit 1; fi
+if [ "$1" = "pull" ] && [ -n "${STUB_NO_PULL:-}" ]; then
+    echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp" >&2; exit 1; fi
 if [ "$1 $2" = "image inspect" ]; then
     if [ "$3" = "--format" ] && [ -n "${STUB_LABEL:-}" ]; then echo "$STUB_LABEL"; fi
     exit "${STUB_INSPECT_RC:-0}"; fi
@@ -501,9 +503,8 @@ def test_compose_has_no_fixed_project_name():
     (["video", "RUN=runs/a"], "run --rm train mapush eval --checkpoint runs/a --video"),
     (["video", "RUN=runs/a", "CHECKPOINT=runs/a/checkpoints/x"],
      "run --rm train mapush eval --checkpoint runs/a/checkpoints/x --video"),
-    (["report", "RUN=runs/a"], "run --rm --no-deps train mapush report runs/a"),
-    (["pipeline", "OBJECT=Tblock", "NUM_ENVS=64"],
-     "run --rm train mapush pipeline --object Tblock --num-envs 64 --seed 1"),
+    (["pipeline", "NUM_ENVS=64"],
+     "run --rm train mapush pipeline --object cuboid --num-envs 64 --seed 1"),
     (["reproduce", "EXTRA=--checkpoints all"], "run --rm train mapush reproduce --checkpoints all"),
     (["train", "TASK=go1push_upper", "MID=runs/a"],
      "mapush train --algo ppo --task go1push_upper --object cuboid --num-envs 500 --seed 1 "
@@ -520,7 +521,8 @@ def test_the_targets_of_the_method_and_of_seeing_it(sandbox, args, expect):
 @pytest.mark.parametrize("args, needle", [
     (["video"], "RUN is not set"),
     (["report", "RUN=runs/nope"], "RUN='runs/nope' does not exist"),
-    (["pipeline", "OBJECT=sphere"], "OBJECT='sphere' is not one of"),
+    (["pipeline", "OBJECT=sphere"], "OBJECT='sphere': the pipeline's high level pushes"),
+    (["pipeline", "OBJECT=Tblock"], "runs on OBJECT=cuboid only"),
     (["train", "MID=runs/a"], "MID='runs/a' is for TASK=go1push_upper"),
 ])
 def test_their_bad_options_stop_before_docker(sandbox, args, needle):
@@ -560,3 +562,19 @@ def test_sif_without_apptainer_says_what_to_install(sandbox):
     assert proc.returncode != 0
     assert "error: no-such-apptainer is not installed" in proc.stderr
     assert not any(c.startswith("build") for c in docker_calls(sandbox))
+
+
+def test_tensorboard_without_a_registry_names_the_base_and_the_script(sandbox):
+    """The TensorBoard image must be built, its base is not here and cannot be pulled: one
+    line naming TENSORBOARD_BASE_IMAGE and docker/scripts/debian-base.sh, no build."""
+    proc = stubbed(sandbox, ["tensorboard"], STUB_INSPECT_RC="1", STUB_NO_PULL="1")
+    line = one_error(proc)
+    assert "TENSORBOARD_BASE_IMAGE=" in line and "docker/scripts/debian-base.sh" in line
+    assert "python:3.11-slim-bookworm" in line  # the Dockerfile's default base
+    calls = docker_calls(sandbox)
+    assert "pull --quiet python:3.11-slim-bookworm" in calls
+    assert not [c for c in calls if " build " in " %s " % c or c.startswith("compose --env")]
+    proc = stubbed(sandbox, ["tensorboard", "TENSORBOARD_BASE_IMAGE=my-base:1"],
+                   STUB_INSPECT_RC="1", STUB_NO_PULL="1")
+    assert "my-base:1 is not here" in one_error(proc)
+
