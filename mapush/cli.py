@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
-from mapush.objects import KNOWN_OBJECTS, find_objects
+from mapush.objects import check_object_name
 from mapush.spec import ALGOS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_NUM_ENVS, DEFAULT_STEPS, MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, \
     check_upper_object, default_run_dir
@@ -290,10 +290,7 @@ def object_from_args(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
                              "that names its object: add --object NAME" % args.object_config)
         return obj, config
     obj = obj or DEFAULT_OBJECT
-    objects = find_objects() or list(KNOWN_OBJECTS)
-    if obj not in objects:
-        raise UsageError("argument --object: unknown object %r; objects found: %s"
-                         % (obj, ", ".join(objects)))
+    check_object_name(obj)
     return obj, None
 
 

@@ -87,6 +87,10 @@ def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str,
     obj = getattr(args, "object", None)
     config = getattr(args, "object_config", None)
     config = str(Path(config).resolve()) if config else None
+    if obj is not None and config is None:
+        from mapush.objects import check_object_name
+
+        check_object_name(obj)
     if task == UPPER and obj is None and config is None:
         obj = UPPER_OBJECT  # the high level's object (mapush/spec.py)
     info = describe(checkpoint, obj=obj, object_config=config)

@@ -32,6 +32,16 @@ def find_objects(root: Optional[Path] = None) -> List[str]:
     return sorted(p.parent.name for p in task_dir.glob("*/config.py"))
 
 
+def check_object_name(name: str) -> None:
+    """An ``--object`` that names no object under MAPUSH_ROOT: one line listing those found."""
+    from mapush.errors import UsageError
+
+    objects = find_objects() or list(KNOWN_OBJECTS)
+    if name not in objects:
+        raise UsageError("argument --object: unknown object %r; objects found: %s"
+                         % (name, ", ".join(objects)))
+
+
 def object_config_path(name: str, root: Optional[Path] = None) -> Path:
     return (root or mapush_root()) / "task" / name / "config.py"
 

@@ -58,11 +58,10 @@ class Pipeline(object):
             changed = sorted(k for k in SETTINGS if before.get(k) != self.settings[k])
             if changed:
                 raise UsageError(
-                    "%s was made with other settings (%s: %s there, %s now): run it with "
-                    "those, or pass another --dir" % (
-                        self.path, ", ".join(changed),
-                        ", ".join(str(before.get(k)) for k in changed),
-                        ", ".join(str(self.settings[k]) for k in changed)))
+                    "%s was made with other settings (%s): run it with those, or pass "
+                    "another --dir" % (self.path, "; ".join(
+                        "%s: %s there, %s now" % (k, before.get(k), self.settings[k])
+                        for k in changed)))
             return record
         return {"settings": self.settings, "created": _now(),
                 "stages": [{"name": name, "state": "pending"} for name in STAGES]}

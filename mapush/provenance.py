@@ -103,8 +103,24 @@ def provenance() -> Dict[str, Any]:
 
 
 def warn_if_incomplete(record: Dict[str, Any], where: str) -> None:
-    """One stderr line when the record could not be completed: never quietly partial."""
+    """One stderr line when the record could not be completed: never quietly partial. Each
+    set of gaps is told once per user (a mark under $XDG_CACHE_HOME/mapush), not on every
+    command; every run's config.json still lists them under provenance.incomplete."""
     missing = record.get("incomplete") or []
-    if missing:
-        print("mapush: warning: %s records an incomplete stack (see provenance.incomplete): "
-              "missing %s" % (where, "; ".join(missing)), file=sys.stderr, flush=True)
+    if not missing:
+        return
+    import hashlib
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    mark = cache / "mapush" / "incomplete-stack" / hashlib.sha256(
+        "\n".join(sorted(missing)).encode()).hexdigest()[:16]
+    if mark.exists():
+        return
+    print("mapush: warning: %s records an incomplete stack (see provenance.incomplete): "
+          "missing %s (said once; every run records it)" % (where, "; ".join(missing)),
+          file=sys.stderr, flush=True)
+    try:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    except OSError:
+        pass  # an unwritable home: the warning comes again next time

@@ -94,6 +94,13 @@ def compare(ours: Dict[str, Any], theirs: Dict[str, float], n: int) -> Dict[str,
             "flagged": abs(ours["success_rate"] - theirs["success_rate"]) > bound}
 
 
+def step_label(step: int) -> str:
+    """A checkpoint's step, short and exact: 10M, 2.5M, 2000, 1000."""
+    if step >= 1000000 and step % 100000 == 0:
+        return "%gM" % (step / 1000000.0)
+    return str(step)
+
+
 def _fmt(value: Optional[float], digits: int = 3) -> str:
     return "-" if value is None else "%.*f" % (digits, value)
 
@@ -108,16 +115,16 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         if "error" in row:
-            lines.append("| %s | %dM | error: %s | | | | **error** |"
-                         % (row["object"], row["step"] // 1000000, row["error"]))
+            lines.append("| %s | %s | error: %s | | | | **error** |"
+                         % (row["object"], step_label(row["step"]), row["error"]))
             continue
         cells = []
         for key in METRICS:
             cells.append("%s / %s / %s" % (_fmt(row["ours"].get(key)),
                                            _fmt(row["theirs"].get(key)),
                                            _fmt(row["diff"].get(key))))
-        lines.append("| %s | %dM | %s | %s | %s | %s | %s |"
-                     % (row["object"], row["step"] // 1000000, cells[0], cells[1], cells[2],
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |"
+                     % (row["object"], step_label(row["step"]), cells[0], cells[1], cells[2],
                         cells[3], "**outside +-%.3f**" % row["bound"] if row["flagged"]
                         else "ok"))
     return "\n".join(lines) + "\n"
@@ -156,7 +163,7 @@ def main(args: argparse.Namespace) -> int:
           % (len(todo), ", ".join(sorted({t[0] for t in todo})), args.num_envs, args.seed,
              out), file=sys.stderr, flush=True)
     for index, ((obj, step, _path, theirs), info) in enumerate(zip(todo, infos), 1):
-        label = "[%d/%d] %s %dM" % (index, len(todo), obj, step // 1000000)
+        label = "[%d/%d] %s %s" % (index, len(todo), obj, step_label(step))
         bar = _bar(args.num_envs, label)
 
         def progress(done: int, total: int, bar: Any = bar) -> None:

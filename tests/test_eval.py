@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.conftest import double_env, run_mapush
+from tests.conftest import double_env, one_error, run_mapush
 
 NUM_ENVS = 8
 EPISODE_LENGTH_S, DT = 2.0, 2 * 0.05  # the double's cuboid config: episode, decimation x dt
@@ -89,6 +89,14 @@ def test_eval_run_writes_one_line_per_checkpoint(upstream, run_dir):
         assert_metrics(record, expected_metrics(knobs))
     assert [json.loads(line) for line in proc.stdout.strip().splitlines()] == records
     assert "2/2" in proc.stderr  # the progress bar
+
+
+def test_eval_of_an_unknown_object_lists_the_objects(upstream, run_dir):
+    proc = run_mapush(["eval", "--checkpoint", run_dir, "--object", "cubiod", "--sim-device",
+                       "cpu", "--rl-device", "cpu"],
+                      double_env(upstream))
+    assert "unknown object 'cubiod'; objects found: Tblock, cuboid, cylinder" in \
+        one_error(proc)
 
 
 @pytest.mark.parametrize("args,named", [

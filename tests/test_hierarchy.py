@@ -321,6 +321,9 @@ def test_the_pipeline_refuses_other_settings_in_its_folder(upstream, pipeline):
     proc = run_mapush(pipeline_args(pipeline["dir"], "--seed", 7), double_env(upstream),
                       cwd=pipeline["tmp"])
     assert "was made with other settings (seed: 1 there, 7 now)" in one_error(proc)
+    proc = run_mapush(pipeline_args(pipeline["dir"], "--seed", 7, "--eval-envs", 4),
+                      double_env(upstream), cwd=pipeline["tmp"])
+    assert "(eval_envs: 8 there, 4 now; seed: 1 there, 7 now)" in one_error(proc)
 
 
 @pytest.mark.parametrize("obj", ["Tblock", "cylinder"])

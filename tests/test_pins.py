@@ -96,13 +96,18 @@ def test_an_incomplete_record_says_so_on_stderr(upstream, tmp_path):
 
     from tests.conftest import double_env
 
-    env = double_env(upstream, MAPUSH_PATCH_RECORDS=tmp_path / "none")
+    env = double_env(upstream, MAPUSH_PATCH_RECORDS=tmp_path / "none",
+                     XDG_CACHE_HOME=tmp_path / "cache")
     (tmp_path / "tiny.yaml").write_text("episode_length: 2\nppo_epoch: 1\n")
-    proc = subprocess.run([sys.executable, "-m", "mapush", "train", "--sim-device", "cpu",
-                           "--rl-device", "cpu", "--run-dir", str(tmp_path / "run"),
-                           "--no-preflight", "--steps", "4", "--num-envs", "2", "--config",
-                           str(tmp_path / "tiny.yaml")], env=env, cwd=str(tmp_path),
-                          capture_output=True, text=True, timeout=300)
+
+    def train(run):
+        return subprocess.run([sys.executable, "-m", "mapush", "train", "--sim-device", "cpu",
+                               "--rl-device", "cpu", "--run-dir", str(tmp_path / run),
+                               "--no-preflight", "--steps", "4", "--num-envs", "2", "--config",
+                               str(tmp_path / "tiny.yaml")], env=env, cwd=str(tmp_path),
+                              capture_output=True, text=True, timeout=300)
+
+    proc = train("run")
     record = json.loads((tmp_path / "run" / "config.json").read_text())["provenance"]
     assert record["pins"] == PINS
     gaps = record["incomplete"]
@@ -111,3 +116,8 @@ def test_an_incomplete_record_says_so_on_stderr(upstream, tmp_path):
     assert any(g.startswith("version of isaacgym") for g in gaps)
     (line,) = [l for l in proc.stderr.splitlines() if "incomplete stack" in l]
     assert line.startswith("mapush: warning: ") and "patch record of openrl" in line
+    again = train("run2")  # the same gaps: said once, still recorded
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "incomplete stack" not in again.stderr
+    assert json.loads((tmp_path / "run2" / "config.json").read_text())[
+        "provenance"]["incomplete"] == gaps

@@ -271,7 +271,8 @@ def test_reproduce_flags_a_success_rate_outside_three_sigma(upstream, published,
     assert markdown.count("| cuboid |") == 2 and "**outside" in markdown
     finished = [line for line in proc.stderr.splitlines() if ": success " in line]
     assert [line.split(":")[0] for line in finished] == \
-        ["[1/3] cuboid 0M", "[2/3] cuboid 0M", "[3/3] cylinder 0M"]
+        ["[1/3] cuboid 200", "[2/3] cuboid 400", "[3/3] cylinder 400"]
+    assert "| cuboid | 200 |" in markdown and "| cuboid | 400 |" in markdown
     assert "FLAGGED" in finished[-1] and finished[0].endswith("ok")
     assert "env/s" in proc.stderr or "env]" in proc.stderr  # a bar per checkpoint
 
@@ -378,3 +379,11 @@ def test_init_from_a_harl_checkpoint_for_harl(upstream, tmp_path):
                       double_env(upstream), cwd=tmp_path)
     assert "is a HARL checkpoint; --algo ppo starts from an OpenRL PPO checkpoint" in \
         one_error(proc)
+
+
+def test_checkpoint_labels_tell_every_step_apart():
+    from mapush.reproduce import step_label
+
+    assert [step_label(n) for n in (1000, 2000, 10000000, 2500000, 100000000, 1234567)] == \
+        ["1000", "2000", "10M", "2.5M", "100M", "1234567"]
+
