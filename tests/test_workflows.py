@@ -297,8 +297,10 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     shutil.copy2(str(REPO / ".ci" / "run"), str(work / ".ci" / "run"))
     shutil.copy2(str(REPO / "ci" / "stop-dockerd.sh"), str(work / "ci"))
     (work / "ci" / "install-docker.sh").write_text(FAKE_INSTALL)
+    venvs = tmp_path / "venvs.txt"
     (work / "Makefile").write_text("test:\n\t@exit %d\ntest-stack:\n\t@exit 0\n"
-                                   % (0 if outcome == "pass" else 1))
+                                   "venv:\n\t@echo $(VENV) >> %s\n"
+                                   % (0 if outcome == "pass" else 1, venvs))
     witness = tmp_path / "daemon.pid"
     env = dict(os.environ, WITNESS=str(witness))
     env.pop("MAPUSH_CI_DOCKERD_PIDFILE", None)
@@ -312,6 +314,12 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
         time.sleep(0.1)
     assert not _pid_alive(pid), "the daemon .ci/run started is still running"
     assert "stopping dockerd (pid %d)" % pid in proc.stdout
+    if outcome == "pass":  # make venv on the oldest and the newest Python 3.10-3.13 here
+        root = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))) / "versions"
+        have = [v for v in ("3.10", "3.11", "3.12", "3.13")
+                if list(root.glob(v + ".*/bin/python")) or shutil.which("python" + v)]
+        expected = ["build/venv-%s" % v for v in (have[:1] + have[-1:])] if have else []
+        assert (venvs.read_text().split() if venvs.exists() else []) == expected
 
 
 def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
