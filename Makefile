@@ -206,8 +206,13 @@ help: ## list the targets and their variables
 	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
 	@echo "      NAME=$(or $(NAME),(empty: from the grid)) EXECUTOR=$(EXECUTOR) (local slurm)  SIF=$(SIF) APPTAINER=$(APPTAINER)"
 
+# PYTHON as given, else (a name like python3.13 that pyenv's shims do not run because another
+# version is the global one) the newest such build under pyenv.
+_PYTHON_BIN = $(or $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null),$(lastword \
+	$(sort $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(patsubst python%,%,$(notdir $(PYTHON))).*/bin/python))))
 $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	@test -n "$(_PYTHON_BIN)" || { echo "error: PYTHON=$(PYTHON) is not a Python interpreter here (nor under pyenv): install it, or pass PYTHON=/path/to/python3.X (3.10 to 3.13)" >&2; exit 2; }
+	$(_PYTHON_BIN) -m venv $(VENV)
 	$(VENV_PY) -m pip install -q --upgrade pip
 	$(VENV_PY) -m pip install -q -r env/requirements-test.txt
 	$(VENV_PY) -m pip download -q --no-deps --require-hashes --only-binary=:all: --python-version 3.11 \
@@ -301,7 +306,7 @@ video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/vide
 # this checkout installed by pip (pyproject.toml's dependencies: matplotlib, tqdm, ...).
 HOST_VENV ?= build/host-venv
 $(HOST_VENV)/.stamp: pyproject.toml
-	$(PYTHON) -m venv $(HOST_VENV)
+	$(_PYTHON_BIN) -m venv $(HOST_VENV)
 	$(HOST_VENV)/bin/python -m pip install -q --upgrade pip
 	$(HOST_VENV)/bin/python -m pip install -q -e .
 	touch $@

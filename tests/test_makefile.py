@@ -578,3 +578,21 @@ def test_tensorboard_without_a_registry_names_the_base_and_the_script(sandbox):
                    STUB_INSPECT_RC="1", STUB_NO_PULL="1")
     assert "my-base:1 is not here" in one_error(proc)
 
+
+
+def test_make_venv_finds_a_python_by_name_or_says_it_is_missing(tmp_path):
+    """PYTHON=python3.X works where only pyenv has that version (its shims run the global
+    one only); an interpreter found nowhere is one error line, exit 2."""
+    root = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))) / "versions"
+    for version in ("3.10", "3.13"):
+        builds = sorted(root.glob(version + ".*/bin/python"))
+        if not builds and not shutil.which("python" + version):
+            continue
+        proc = make(["-n", "venv", "PYTHON=python" + version, "VENV=%s" % (tmp_path / "v")])
+        assert proc.returncode == 0, proc.stderr
+        created = [l for l in proc.stdout.splitlines() if l.endswith(" -m venv %s" % (tmp_path / "v"))]
+        assert len(created) == 1 and "python" in created[0]
+    proc = make(["venv", "PYTHON=python9.9", "VENV=%s" % (tmp_path / "v")])
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and "PYTHON=python9.9" in errors[0]
+    assert not (tmp_path / "v").exists()
