@@ -132,3 +132,28 @@ def test_harl_record_names_the_patches(upstream):
     patches = sorted(p.name for p in (REPO / "patches" / "harl").glob("*.patch"))
     assert [p["name"] for p in record["patches"]] == patches
     assert {f["path"]: f["before"] for f in record["files"]} == pinned_hashes("harl")
+
+
+def test_harl_imports_without_the_uu_module(upstream, tmp_path):
+    """patches/harl/04: configs_tools.py imported Error from uu, which Python 3.13 removed;
+    patched, harl imports with uu blocked and is_json_serializable behaves as before."""
+    script = textwrap.dedent(r'''
+        import json, sys
+        sys.modules["uu"] = None  # as on Python 3.13: `import uu` fails
+        import harl.utils.configs_tools as configs_tools
+        out = {"plain": configs_tools.is_json_serializable({"a": [1, 2.5]})}
+        try:
+            configs_tools.is_json_serializable(object())
+            out["object"] = "returned"
+        except TypeError:
+            out["object"] = "TypeError"  # as upstream: its `except Error` catches nothing
+        print(json.dumps(out))
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script], env=double_env(upstream),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"plain": True,
+                                                               "object": "TypeError"}
+    pristine = (extract_harl(tmp_path) / "utils" / "configs_tools.py").read_text()
+    assert "from uu import Error" in pristine
