@@ -1,7 +1,7 @@
-"""The baseline: a HARL env adapter written the way seed 001 describes the user's first one.
+"""The baseline: a HARL env adapter written the way incident 001 describes the user's first one.
 
 Used only by the benchmark, to measure what our adapters save. It does, on purpose, what
-seed 001's ``harl/envs/mapush/mapush_env.py`` did each step:
+incident 001's ``harl/envs/mapush/mapush_env.py`` did each step:
 
 - a separate ``.cpu().numpy()`` for each returned array (obs, share obs, rewards, dones);
 - a Python loop over all envs that checks each env's done flag and, for each finished env,

@@ -58,11 +58,11 @@ def test_less_memory_shrinks_the_buffer_down_to_the_need():
 
 
 def test_seed_000_eight_gb_two_hundred_envs_fits():
-    free = 7757 * 1024 * 1024  # RTX 2070: 7757 MiB free before training (seed 000)
+    free = 7757 * 1024 * 1024  # RTX 2070: 7757 MiB free before training (incident 000)
     budget = pb.choose_contact_pairs(200, free, CUBOID)
     assert budget.fits and budget.pairs >= budget.needed
     assert pb.run_memory_mb(200, budget) < 7757
-    # ...while upstream's 2**23 * 5 is what did not fit there, and 2**23 did (seed 000).
+    # ...while upstream's 2**23 * 5 is what did not fit there, and 2**23 did (incident 000).
     upstream = pb.override_budget(200, pb.UPSTREAM_MULTIPLIER, CUBOID)
     assert pb.run_memory_mb(200, upstream) > 7757
     assert pb.run_memory_mb(200, pb.override_budget(200, 1, CUBOID)) < 7757

@@ -109,7 +109,7 @@ def interface(tmp_path_factory):
 
 
 def test_actions_reach_mqe_in_harl_order(interface):
-    """Seed 001 bug 4: HARL's (n_envs, n_agents, act_dim) goes through, not transposed."""
+    """Incident 001 bug 4: HARL's (n_envs, n_agents, act_dim) goes through, not transposed."""
     sent = np.array(interface["actions"], dtype=np.float32)
     assert sent.shape == (4, 2, 3)
     np.testing.assert_array_equal(interface["recorded"], sent)
@@ -125,8 +125,8 @@ def test_step_returns_what_harl_reads(interface):
     assert np.array(step["obs"]).shape == (4, 2, 8) and step["obs_dtype"] == "float32"
     assert step["rew_shape"] == [4, 2, 1]
     assert step["dones_shape"] == [4, 2] and step["dones_dtype"] == "bool"
-    assert step["avail_none"]  # seed 001 bug 6: None for continuous actions
-    # seed 001 bug 5: one dict per env, keyed by agent id, with bad_transition
+    assert step["avail_none"]  # incident 001 bug 6: None for continuous actions
+    # incident 001 bug 5: one dict per env, keyed by agent id, with bad_transition
     assert len(step["infos"]) == 4
     for info in step["infos"]:
         assert sorted(info) == ["0", "1"]
@@ -186,7 +186,7 @@ def test_memory_stays_bounded_over_10000_steps_with_64_envs(tmp_path):
 
 
 def test_close_never_reaches_into_the_simulator():
-    """Seed 002: Go1 has no close(); closing must not touch the env, and not fail twice."""
+    """Incident 002: Go1 has no close(); closing must not touch the env, and not fail twice."""
     import torch
 
     from mapush.envs.harl_env import MAPushHARLEnv

@@ -1,4 +1,4 @@
-"""patches/openrl on the real openrl 0.2.0 (gymnasium 0.29.1): the import cycle of seed 000.
+"""patches/openrl on the real openrl 0.2.0 (gymnasium 0.29.1): the import cycle of incident 000.
 
 Every check runs in a fresh interpreter: a circular import only shows on first import.
 """

@@ -1,4 +1,4 @@
-"""Memory watchdog: logs memory every N updates, warns once on steady growth (seed 001)."""
+"""Memory watchdog: logs memory every N updates, warns once on steady growth (incident 001)."""
 import io
 import random
 

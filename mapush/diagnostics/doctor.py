@@ -204,7 +204,7 @@ def check_devices(opts: Options, facts: Optional[GpuFacts]) -> Check:
                      % (opts.sim_device, opts.rl_device))
     if sim is not None and rl is not None and sim != rl:
         return Check("devices", WARN, "sim_device %s and rl_device %s are different GPUs: every "
-                     "step copies observations and actions between them (seed 003's "
+                     "step copies observations and actions between them (incident 003's "
                      "device-side asserts came from such a split)" % (opts.sim_device,
                                                                       opts.rl_device),
                      "use the same GPU for both (--sim-device cuda:N --rl-device cuda:N) unless "
@@ -259,7 +259,7 @@ def check_memory(opts: Options, facts: GpuFacts) -> Check:
             fix += ", or unset %s (or lower it) to let mapush size the PhysX contact buffer" \
                    % physx_budget.MULTIPLIER_ENV
         return Check("gpu_memory", FAIL, summary + ": not enough GPU memory; PhysX would run "
-                     "out of memory (seen as a bare segfault, seed 000)", fix)
+                     "out of memory (seen as a bare segfault, incident 000)", fix)
     if need > 0.9 * dev.free_mb:
         return Check("gpu_memory", WARN, summary + ": little headroom", fewer)
     return Check("gpu_memory", OK, summary)

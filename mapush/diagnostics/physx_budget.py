@@ -1,7 +1,7 @@
 """PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5.
 
 Upstream allocates ``2**23 * 5`` contact pairs whatever the number of envs; on an 8 GB GPU
-that out-of-memory inside PhysX shows up as a bare segfault (seed 000). Here the buffer is
+that out-of-memory inside PhysX shows up as a bare segfault (incident 000). Here the buffer is
 sized from what the envs can need, with a margin, within a share of the free GPU memory.
 
 The estimate (docs/lifecycle.md explains it at length):
@@ -23,7 +23,7 @@ The estimate (docs/lifecycle.md explains it at length):
   contact and patch streams, double-buffered in pinned host memory,
   ``2 * sizeof(PxContact)`` (16 B) plus ``2 * sizeof(PxContactPatch)`` (64 B) = 160 B per
   pair, plus the device-side copies and force buffers. We count 256 B per pair, all of it
-  against free GPU memory. Check against seed 000: upstream's 2**23 * 5 pairs cost 10 GiB
+  against free GPU memory. Check against incident 000: upstream's 2**23 * 5 pairs cost 10 GiB
   and cannot fit on an 8 GB card; 2**23 pairs cost 2 GiB and ran 200 envs there.
   Sources: https://nvidia-omniverse.github.io/PhysX/physx/5.1.2/_build/physx/latest/struct_pxg_dynamics_memory_config.html
   and Isaac Gym Preview 4 docs, ``PhysXParams.max_gpu_contact_pairs`` /
@@ -55,7 +55,7 @@ CONTACT_SHARE = 0.25              # share of free GPU memory the contact buffer 
 # Memory of the rest of a run, for the doctor's "enough free memory" check: a CUDA context
 # for torch and one for PhysX, PhysX heaps (default_buffer_size_multiplier 5), gymtorch, the
 # walk-these-ways locomotion nets; and per env the PhysX state of 2 articulations + box and
-# MQE's tensors and rollout storage. Deliberately generous (seed 000: 200 envs ran in 8 GB).
+# MQE's tensors and rollout storage. Deliberately generous (incident 000: 200 envs ran in 8 GB).
 FIXED_RUN_MB = 1536
 PER_ENV_MB = 4.0
 MB = 1024 * 1024

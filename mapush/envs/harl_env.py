@@ -1,7 +1,7 @@
 """The MAPush env as HARL's on-policy runner drives it (``make_train_env("mapush", ...)``).
 
 MQE is already a vectorised env on one device, so this adapter is what HARL gets instead of
-a ``Share*VecEnv`` (as for ``dexhands``). It fixes seed 001's interface bugs by construction:
+a ``Share*VecEnv`` (as for ``dexhands``). It fixes incident 001's interface bugs by construction:
 actions go through in HARL's ``(n_envs, n_agents, act_dim)`` order on ``env.device`` (no
 transpose, never ``.cuda()``); obs, rewards, dones and time-outs leave the device in ONE host
 copy per step; ``infos`` are per-env dicts keyed by agent id, as the runner's EP and FP paths
@@ -177,7 +177,7 @@ class MAPushHARLEnv(object):
 
     def close(self) -> None:
         """Drop the env without calling into Isaac Gym: Go1 has no ``close()`` and Isaac Gym
-        tears down at process exit, which the child skips with ``os._exit`` (seed 002)."""
+        tears down at process exit, which the child skips with ``os._exit`` (incident 002)."""
         self.closed = True
         self.env = None
 

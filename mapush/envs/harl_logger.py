@@ -1,6 +1,6 @@
 """HARL's logger for ``mapush``: the paper's metrics, reward terms and speed to TensorBoard.
 
-HARL builds loggers from ``LOGGER_REGISTRY`` without the env; seed 001's logger crashed on
+HARL builds loggers from ``LOGGER_REGISTRY`` without the env; incident 001's logger crashed on
 ``self.envs``. Here the trainer hands the env in with :meth:`MAPushLogger.attach` right after
 the runner is built, and :meth:`init` refuses to start without it. Per-step work is a few
 numpy ops on arrays HARL already has (no Python loop over envs, nothing that grows); the env
@@ -60,7 +60,7 @@ class MAPushLogger(BaseLogger):
     def init(self, episodes: int) -> None:
         if self.envs is None:
             raise RuntimeError("MAPushLogger has no env: call logger.attach(runner.envs) "
-                               "after building the runner (seed 001, bug 7)")
+                               "after building the runner (incident 001, bug 7)")
         self.start = time.time()
         self.episodes = episodes
         n = int(self.algo_args["train"]["n_rollout_threads"])

@@ -3,7 +3,7 @@
 OpenRL expects numpy in and out with a leading env axis (``agent_num``,
 ``parallel_env_num``, spaces, ``reset``/``step``, ``use_monitor``, ``batch_rewards``), as
 MAPush's ``mqe_openrl_wrapper`` provides. Differences from upstream's wrapper: actions go to
-``env.device`` (upstream calls ``.cuda()`` whatever the sim device, seed 003), each step makes
+``env.device`` (upstream calls ``.cuda()`` whatever the sim device, incident 003), each step makes
 one host copy instead of three, and the episode statistics and reward terms come from
 :mod:`mapush.envs.stats`, shared with the HARL adapter.
 """
@@ -91,7 +91,7 @@ class OpenRLEnv(object):
         """Drop the env without calling into it: MQE's wrapper is a ``gym.Wrapper``
         (``mqe/envs/wrappers/empty_wrapper.py:4``) whose ``close()`` calls ``Go1.close``,
         which does not exist (AttributeError); Isaac Gym tears down at process exit, which
-        the child skips with ``os._exit`` (seed 002)."""
+        the child skips with ``os._exit`` (incident 002)."""
         self.__dict__["env"] = None
 
     # -- helpers ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ episodes are scattered into fixed-size ring buffers (slot ``size`` is a scratch 
 absorbs the writes of envs that did not finish). The GPU benchmark (benchmarks/README.md)
 showed that a per-step update of ~40 small kernels was almost all of the adapters' cost;
 batching made it a few. Only :meth:`EpisodeStats.summary`, called at logging time, copies to
-the host. Nothing grows with the number of steps: this is the fix for seed 001's Python
+the host. Nothing grows with the number of steps: this is the fix for incident 001's Python
 lists that ate the GPU over hours.
 
 Definitions, as MAPush's calculator mode uses them (``openrl_ws/test.py:136-142``):

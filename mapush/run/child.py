@@ -2,7 +2,7 @@
 
 ``python -m mapush.run.child CONFIG_JSON``. After logs and checkpoints are flushed the
 process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym segfaults
-(seed 002), and nothing is left to clean up by then.
+(incident 002), and nothing is left to clean up by then.
 """
 import importlib
 import json

@@ -1,7 +1,7 @@
 """Turn a dead training child into a diagnosis: where it died, and what to do about it.
 
 Isaac Gym reports a CUDA out-of-memory inside PhysX as a bare "Segmentation fault" right
-after "GPU Pipeline: enabled" (seed 000: a day lost, three drivers tried). The parent knows
+after "GPU Pipeline: enabled" (incident 000: a day lost, three drivers tried). The parent knows
 more than the crash says: the last phase the child reached (``phases.log``), the contact
 buffer it chose (``contact_budget.json``) and the GPU memory free now. From these it lists
 the likely causes in order, each with its fix, and ends with a one-line diagnosis.
@@ -38,26 +38,26 @@ CAUSES = {
     "create_sim": [("PhysX GPU buffers do not fit in GPU memory (contact buffer too large)",
                     _OOM_FIX), _OTHER_PROCS, _ARCH, _GRAPHICS],
     "terrain": [("PhysX ran out of GPU memory while allocating the terrain mesh after its "
-                 "contact buffer (seed 000)", _OOM_FIX), _OTHER_PROCS, _ARCH],
+                 "contact buffer (incident 000)", _OOM_FIX), _OTHER_PROCS, _ARCH],
     "envs": [("PhysX ran out of GPU memory while creating the envs", _OOM_FIX), _OTHER_PROCS,
              _ARCH],
     "prepare_sim": [("PhysX ran out of GPU memory allocating the GPU pipeline's state tensors",
                      _OOM_FIX), _OTHER_PROCS, _ARCH],
     "first_step": [("PhysX ran out of GPU memory on the first simulation step (contact "
                     "generation)", _OOM_FIX),
-                   ("tensors on two GPUs: --sim-device and --rl-device differ (seed 003)",
+                   ("tensors on two GPUs: --sim-device and --rl-device differ (incident 003)",
                     "use the same GPU for both"), _ARCH],
     "training": [("GPU memory ran out during training (a leak grows memory/gpu_allocated_mb "
                   "in TensorBoard; the watchdog warns about steady growth)",
                   "look for the watchdog's warning above; lower --num-envs; resume with "
                   "--resume RUN_DIR from the last checkpoint"),
                  ("PhysX contact buffer overflow or unstable physics", _OOM_FIX),
-                 ("tensors on two GPUs: --sim-device and --rl-device differ (seed 003)",
+                 ("tensors on two GPUs: --sim-device and --rl-device differ (incident 003)",
                   "use the same GPU for both")],
     "checkpoint": [("killed while writing a checkpoint; the previous checkpoint is intact "
                     "(checkpoints are written atomically)",
                     "resume with --resume RUN_DIR; give the disk space and time to save")],
-    "shutdown": [("Isaac Gym's teardown at exit (seed 002); training had finished and its "
+    "shutdown": [("Isaac Gym's teardown at exit (incident 002); training had finished and its "
                   "checkpoints were written", "nothing to redo: the run directory is complete; "
                   "report it if it repeats, the child should leave with os._exit")],
 }
@@ -138,7 +138,7 @@ _EXCEPTION_HINTS = (
      "may point at a later, innocent line); rerun with CUDA_LAUNCH_BLOCKING=1 (and "
      "TORCH_USE_CUDA_DSA=1 on torch >= 2.0) to see the failing operation; typical causes: an "
      "index out of range, NaN actions, tensors of two GPUs (--sim-device and --rl-device "
-     "differ, seed 003)"),
+     "differ, incident 003)"),
     ("out of memory", "CUDA out of memory: lower --num-envs, leave "
      "MAPUSH_CONTACT_PAIRS_MULTIPLIER unset, free the GPU (nvidia-smi), check 'mapush doctor "
      "--num-envs N'; if memory grew during training see the watchdog's warning"),

@@ -5,7 +5,7 @@ import sys
 
 def leave(code: int) -> None:
     """Flush logs and streams, then end the process without Python's interpreter teardown,
-    which is where Isaac Gym segfaults (seed 002). Everything worth keeping must already be
+    which is where Isaac Gym segfaults (incident 002). Everything worth keeping must already be
     written (checkpoints and logs are, atomically)."""
     try:
         import logging

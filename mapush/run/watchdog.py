@@ -1,4 +1,4 @@
-"""GPU memory watchdog: log memory in use and warn once when it creeps up (seed 001).
+"""GPU memory watchdog: log memory in use and warn once when it creeps up (incident 001).
 
 A user lost hours to VRAM that grew a little every update until PhysX crashed. Trainers
 call :meth:`MemoryWatchdog.sample` after each update; every ``every`` updates it records the
@@ -152,7 +152,7 @@ class MemoryWatchdog(object):
         self.warning = (
             "warning: %s grows steadily after warm-up: +%.1f MB per 1000 updates "
             "(+%.1f MB per million env steps; %.0f MB now). Something keeps tensors alive "
-            "across updates (the seed 001 leak pattern: e.g. appending to a list every step, "
+            "across updates (the incident 001 leak pattern: e.g. appending to a list every step, "
             "or logging tensors instead of floats); a long run will run out of memory."
             % (what, per_k, per_m, self.samples[-1][2]))
         self.warned = True

@@ -4,7 +4,7 @@
 A child because Isaac Gym must be imported before torch (the smoke parent never imports
 either) and because a crash inside PhysX must not take the smoke run down with it. The env
 comes from :func:`mapush.sim.make_env`, the path every trainer takes. Prints one JSON object
-on stdout; leaves with ``os._exit`` so Isaac Gym's teardown cannot segfault (seed 002).
+on stdout; leaves with ``os._exit`` so Isaac Gym's teardown cannot segfault (incident 002).
 """
 import argparse
 import json

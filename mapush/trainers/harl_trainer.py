@@ -369,7 +369,7 @@ def _env_step(runner: Any, step: int) -> Tuple[Any, ...]:
 
 
 def _close(runner: Any) -> None:
-    """Flush and close the logs; the env is dropped, never torn down (seed 002)."""
+    """Flush and close the logs; the env is dropped, never torn down (incident 002)."""
     for close in (runner.logger.close, runner.writter.flush, runner.writter.close,
                   runner.envs.close):
         try:
