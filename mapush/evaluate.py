@@ -241,31 +241,9 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-class _TextBar(object):
-    """A minimal stand-in for tqdm when it is not installed."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.n, self.desc = total, 0, ""
-
-    def set_description(self, desc: str) -> None:
-        self.desc = desc
-
-    def update(self, n: int) -> None:
-        self.n += n
-        print("[%d/%d] %s" % (self.n, self.total, self.desc), file=sys.stderr)
-
-    def write(self, text: str) -> None:
-        print(text, file=sys.stderr)
-
-    def close(self) -> None:
-        pass
-
-
 def _progress(total: int) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _TextBar(total)
+    from tqdm import tqdm
+
     return tqdm(total=total, file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
 
 
@@ -435,10 +413,8 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
 
 
 def _episode_bar(total: int, desc: str) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _TextBar(total)
+    from tqdm import tqdm
+
     return tqdm(total=total, desc=desc, unit="frame", file=sys.stderr, dynamic_ncols=True)
 
 

@@ -131,10 +131,8 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
 
 
 def _bar(total: int, desc: str) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is in the image and the test suite
-        return None
+    from tqdm import tqdm
+
     return tqdm(total=total, desc=desc, unit="env", file=sys.stderr, dynamic_ncols=True,
                 leave=False)
 
@@ -167,14 +165,12 @@ def main(args: argparse.Namespace) -> int:
         bar = _bar(args.num_envs, label)
 
         def progress(done: int, total: int, bar: Any = bar) -> None:
-            if bar is not None:
-                bar.total = total
-                bar.n = done
-                bar.refresh()
+            bar.total = total
+            bar.n = done
+            bar.refresh()
 
         code, result, last = evaluate_streaming(info, args, progress)
-        if bar is not None:
-            bar.close()
+        bar.close()
         row = {"object": obj, "step": step, "checkpoint": info["checkpoint"],
                "theirs": theirs}  # type: Dict[str, Any]
         if result is None:
