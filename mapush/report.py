@@ -11,7 +11,6 @@ rates of their ``success_rate.txt`` are drawn on the same axes. Whatever the run
 have yet (no eval, no video) is named on the page with the command that makes it.
 """
 import argparse
-import html
 import json
 import os
 import sys
@@ -120,19 +119,18 @@ def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
     _save(plt, fig, path)
 
 
-def _table(rows: List[List[Any]], head: List[str]) -> str:
-    out = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % html.escape(h) for h in head)]
-    for row in rows:
-        out.append("<tr>%s</tr>" % "".join(
-            "<td>%s</td>" % html.escape("-" if v is None else
-                                        ("%.4g" % v if isinstance(v, float) else str(v)))
-            for v in row))
-    return "".join(out) + "</table>"
+def _cell(value: Any) -> str:
+    return "-" if value is None else "%.4g" % value if isinstance(value, float) else str(value)
 
 
-def _missing(what: str, command: str) -> str:
-    return ("<p class=\"missing\">No %s yet: <code>%s</code></p>"
-            % (html.escape(what), html.escape(command)))
+def render(**context: Any) -> str:
+    """The page from ``templates/report.html`` (jinja2, every value escaped)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("mapush", "templates"),
+                             autoescape=True, keep_trailing_newline=True)
+    env.filters["cell"] = _cell
+    return env.get_template("report.html").render(**context)
 
 
 def build(run: Path, out: Path) -> Path:
@@ -152,18 +150,14 @@ def build(run: Path, out: Path) -> Path:
         (theirs_run / "logs").is_dir() else {}
     if theirs_run is not None:
         _say("drawing the authors' curves from %s beside this run's" % theirs_run)
-    spec = run_config.get("spec", {})
-    sections = []
-    images = []
+    panels = []  # type: List[Dict[str, str]]
     for name, title, keys in PANELS:
         tags = [t for t in _select(scalars, keys) if scalars[t]]
         if not tags:
             continue
         _say("drawing %s (%d curves)" % (name, len(tags)))
         draw_panel(plt, out / name, tags, scalars, theirs)
-        images.append(name)
-        sections.append("<h2>%s</h2><img src=\"%s\" alt=\"%s\">"
-                        % (html.escape(title), name, html.escape(title)))
+        panels.append({"title": title, "image": name})
 
     records = []  # type: List[Dict[str, Any]]
     if (run / "eval.jsonl").is_file():
@@ -177,41 +171,23 @@ def build(run: Path, out: Path) -> Path:
     if records:
         _say("drawing eval.png (%d checkpoints)" % len(records))
         draw_eval(plt, out / "eval.png", records, their_table)
-        images.append("eval.png")
-        sections.append("<h2>Evaluation per checkpoint (MAPush's calculator)</h2>"
-                        "<img src=\"eval.png\" alt=\"evaluation\">" + _table(
-            [[r.get("step"), r.get("success_rate"), r.get("finished_time"),
-              r.get("collision_degree"), r.get("collaboration_degree"),
-              r.get("obstacle_collision_degree"), r.get("error")]
-             for r in records],
-            ["step", "success rate", "finished time (s)", "collision degree (upstream's)",
-             "collaboration degree", "obstacle collision degree", "error"]))
-    else:
-        sections.append("<h2>Evaluation</h2>" + _missing(
-            "evaluation (eval.jsonl)", "make eval RUN=%s  (mapush eval --run %s)" % (run, run)))
 
     videos = sorted((run / "videos").glob("*.mp4")) if (run / "videos").is_dir() else []
-    if videos:
-        rel = os.path.relpath(str(run / "videos"), str(out))
-        sections.append("<h2>Videos (env 0)</h2>" + "".join(
-            "<figure><video src=\"%s/%s\" controls muted preload=\"metadata\" width=\"360\">"
-            "</video><figcaption>%s</figcaption></figure>"
-            % (html.escape(rel), html.escape(v.name), html.escape(v.name)) for v in videos))
-    else:
-        sections.append("<h2>Videos</h2>" + _missing(
-            "video", "make video RUN=%s  (mapush eval --checkpoint %s --video)" % (run, run)))
-
     summary = run_summary(run_config)
     if theirs_run is not None:
         summary.append(["authors' run", str(theirs_run)])
-    sections.insert(0, "<h2>Run</h2>" + _table(summary, ["", ""]))
-    page = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>%(title)s</title>
-<style>body{font-family:sans-serif;margin:2em;max-width:1400px}img{max-width:100%%}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px}
-figure{display:inline-block;margin:0 1em 1em 0}.missing{color:#a40}</style></head>
-<body><h1>%(title)s</h1>%(body)s</body></html>
-""" % {"title": html.escape("MAPush run %s" % run.name), "body": "\n".join(sections)}
+    page = render(
+        title="MAPush run %s" % run.name, summary=summary, panels=panels,
+        evals=[[r.get("step"), r.get("success_rate"), r.get("finished_time"),
+                r.get("collision_degree"), r.get("collaboration_degree"),
+                r.get("obstacle_collision_degree"), r.get("error")] for r in records],
+        eval_head=["step", "success rate", "finished time (s)", "collision degree (upstream's)",
+                   "collaboration degree", "obstacle collision degree", "error"],
+        eval_command="make eval RUN=%s  (mapush eval --run %s)" % (run, run),
+        videos=[v.name for v in videos],
+        video_dir=os.path.relpath(str(run / "videos"), str(out)),
+        video_command="make video RUN=%s  (mapush eval --checkpoint %s --video)" % (run, run))
+    images = [p["image"] for p in panels] + (["eval.png"] if records else [])
     write_text(out / PAGE, page)
     _say("%s (%d images, %d videos)" % (out / PAGE, len(images), len(videos)))
     return out / PAGE
