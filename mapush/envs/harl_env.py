@@ -73,6 +73,10 @@ class MAPushHARLEnv(object):
             self.env_cfg = getattr(env, "cfg", None)
         self.env = env
         self.device = torch.device(str(env.device))
+        # train.device_rollout (patches/harl/05): tensors on the policy's device instead of
+        # numpy, truncation as one array; off: HARL's numpy interface.
+        self.device_rollout = bool(self.env_args.get("device_rollout", False))
+        self.out_device = torch.device(str(self.env_args.get("rl_device") or env.device))
         self.n_envs = int(env.num_envs)
         self.n_agents = int(env.num_agents)
         wanted = self.env_args.get("n_threads")
@@ -91,6 +95,7 @@ class MAPushHARLEnv(object):
         # FP: agent i sees its own obs first, then the others' in order (i+1, i+2, ...).
         ids = np.arange(self.n_agents)
         self._fp_order = (ids[:, None] + ids[None, :]) % self.n_agents
+        self._fp_order_t = torch.as_tensor(self._fp_order, device=self.out_device)
         self.stats = EpisodeStats.for_env(env, window=int(self.env_args.get(
             "stats_window", DEFAULT_WINDOW)))
         # Read-only info dicts shared by all steps: only "bad_transition" (truncation) varies.
@@ -107,6 +112,10 @@ class MAPushHARLEnv(object):
     def reset(self) -> Tuple[np.ndarray, np.ndarray, None]:
         obs = self.env.reset()
         self.stats.reset_episodes()
+        if self.device_rollout:
+            obs_t = obs.reshape(self.n_envs, self.n_agents, self.obs_dim).to(
+                device=self.out_device, dtype=torch.float32)
+            return obs_t, self._share(obs_t), None
         packed = obs.reshape(self.n_envs, -1).to(torch.float32).cpu().numpy()
         obs_np = packed.reshape(self.n_envs, self.n_agents, self.obs_dim)
         return obs_np, self._share(obs_np), None
@@ -126,6 +135,13 @@ class MAPushHARLEnv(object):
         timeout = getattr(self.env, "time_out_buf", None)
         timeout = self._no_timeout if timeout is None else timeout.reshape(-1).to(torch.bool)
         n = self.n_envs
+        if self.device_rollout:  # no host copy: HARL keeps the rollout on the device
+            out = self.out_device
+            obs_t = obs.reshape(n, self.n_agents, self.obs_dim).to(device=out, dtype=torch.float32)
+            rewards_t = reward.reshape(n, self.n_agents, 1).to(device=out, dtype=torch.float32)
+            dones_t = done.to(out).view(n, 1).expand(n, self.n_agents)
+            return (obs_t, self._share(obs_t), rewards_t, dones_t,
+                    {"bad_transition": (timeout & done).to(out)}, None)
         packed = torch.cat([
             obs.reshape(n, -1).to(torch.float32),
             reward.reshape(n, -1).to(torch.float32),
@@ -155,6 +171,10 @@ class MAPushHARLEnv(object):
         """Centralised critic input: EP, the same concatenation of all agents' obs for every
         agent; FP, that concatenation starting at the agent's own obs."""
         n = obs.shape[0]
+        if isinstance(obs, torch.Tensor):
+            if self.state_type == "EP":
+                return obs.reshape(n, 1, -1).expand(n, self.n_agents, -1)
+            return obs[:, self._fp_order_t].reshape(n, self.n_agents, -1)
         if self.state_type == "EP":
             flat = obs.reshape(n, 1, -1)
             return np.repeat(flat, self.n_agents, axis=1)

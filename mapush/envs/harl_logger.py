@@ -16,6 +16,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+import torch
 from harl.common.base_logger import BaseLogger
 
 
@@ -74,6 +75,16 @@ class MAPushLogger(BaseLogger):
 
     def per_step(self, data: Any) -> None:
         rewards, dones = data[2], data[3]
+        if isinstance(rewards, torch.Tensor):  # train.device_rollout: no host sync per step
+            done_env = dones[:, 0].to(torch.float64)
+            if not isinstance(self.train_episode_rewards, torch.Tensor):
+                self.train_episode_rewards = torch.as_tensor(
+                    self.train_episode_rewards, dtype=torch.float64, device=rewards.device)
+            self.train_episode_rewards += rewards.mean(dim=1).reshape(-1).to(torch.float64)
+            self._return_sum = self._return_sum + (self.train_episode_rewards * done_env).sum()
+            self._return_count = self._return_count + done_env.sum()
+            self.train_episode_rewards *= 1.0 - done_env
+            return
         # The adapter repeats one done per env across agents: column 0 is the env's.
         done_env = dones[:, 0].astype(bool)
         self.train_episode_rewards += np.mean(rewards, axis=1).reshape(-1)
@@ -110,8 +121,9 @@ class MAPushLogger(BaseLogger):
             self.scalar("metrics/" + name, value)
         for term, value in sorted(self.envs.reward_terms().items()):
             self.scalar("reward/" + term, value)
-        if self._return_count:
-            self.scalar("metrics/episode_return", self._return_sum / self._return_count)
+        if _float(self._return_count):
+            self.scalar("metrics/episode_return",
+                        _float(self._return_sum) / _float(self._return_count))
             self._return_sum, self._return_count = 0.0, 0
         self.last_summary = summary
         self.writter.flush()

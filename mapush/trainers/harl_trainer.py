@@ -106,7 +106,8 @@ def split_config(spec: RunSpec, config: Dict[str, Any]
     """HARL's ``(args, algo_args, env_args)`` from our config."""
     algo_args = {k: v for k, v in config.items() if k != "env"}
     env_args = dict(config.get("env", {}), task=spec.task, object=spec.object,
-                    spec=spec.to_dict())
+                    spec=spec.to_dict(), rl_device=spec.rl_device,
+                    device_rollout=bool(config["train"].get("device_rollout", False)))
     args = {"algo": spec.algo, "env": ENV_NAME, "exp_name": spec.object}
     return args, algo_args, env_args
 
