@@ -1,0 +1,156 @@
+"""HARL's non-physics time per vector step, pristine (``train.device_rollout: false``,
+HARL's numpy path) against patched (``true``, patches/harl/05), side by side in one run.
+
+Each (algorithm, envs, path) runs in its own child process: the real
+``mapush.trainers.harl_trainer.train`` over the GPU double (``benchmarks/shim``), with the
+same outermost-call clock as ``train_bench`` around the double's ``step`` (synchronized
+before and after). Per training iteration (a rollout of ``episode_length`` vector steps and
+the update after it), non-physics time = wall time minus the double's own time; the first
+iteration is warm-up. Per row: ``device``, ``envs``, ``algo``, ``pristine_ms_per_step``,
+``patched_ms_per_step`` (median over the timed iterations), ``ratio``, ``peak_gpu_mb``
+(``torch.cuda.max_memory_allocated`` of each path) and the device memory growth after
+warm-up. Paths alternate per size, so drift affects both alike.
+
+    python benchmarks/harl_rollout.py --site .bench_site/site --records .bench_site/records \
+        --out $OUT/harl-gpu-rollout.json [--sizes 200,500,4096] [--algos happo,mappo,hatrpo]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.train_bench import child_env  # noqa: E402
+
+
+def child(algo: str, num_envs: int, device_rollout: bool, iterations: int, out: str) -> None:
+    from mapush import sim
+
+    sim.import_isaacgym()  # the stand-in; before torch
+    import torch
+
+    from benchmarks.train_bench import LayerClock, instrument, iterations as split, \
+        memory_growth
+    from mapush.run.context import RunContext
+    from mapush.spec import RunSpec
+    from mapush.trainers import harl_trainer
+
+    episode_length = 200
+    device = os.environ.get("BENCH_DEVICE", "cuda:0")  # cpu: a quick check of the script
+    cuda = device.startswith("cuda")
+    clock = LayerClock()
+    instrument(clock, steady_from=episode_length + 1)
+    run_dir = tempfile.mkdtemp(prefix="harl-rollout-")
+    override = Path(run_dir) / "override.yaml"
+    override.write_text("train: {device_rollout: %s}\n" % ("true" if device_rollout else "false"))
+    spec = RunSpec(algo=algo, task="go1push_mid", object="cuboid", num_envs=num_envs,
+                   steps=iterations * episode_length * num_envs, seed=1, run_dir=run_dir,
+                   sim_device=device, rl_device=device, checkpoint_interval=10 ** 12,
+                   config=str(override))
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    code = harl_trainer.train(RunContext(spec))
+    if cuda:
+        torch.cuda.synchronize()
+    trace = clock.trace
+    per_iteration = []
+    for it, a in zip(split(trace, num_envs, episode_length),
+                     range(0, len(trace) - episode_length, episode_length)):
+        b = a + episode_length
+        env_s = trace[b][2] - trace[a][2]
+        per_iteration.append(1e3 * (it["wall_s"] - env_s) / episode_length)
+    result = {"algo": algo, "envs": num_envs, "device_rollout": device_rollout, "exit": code,
+              "non_physics_ms_per_step": per_iteration,
+              "double_ms_per_step": 1e3 * (trace[-1][2] - trace[0][2]) / max(1, len(trace) - 1),
+              "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2.0 ** 20 if cuda else 0.0,
+              "memory_growth": memory_growth(clock.memory, 2 * episode_length),
+              "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
+    Path(out).write_text(json.dumps(result, indent=1))
+
+
+def run_one(algo: str, envs: int, device_rollout: bool, iterations: int, site: str,
+            records: str, logs: Path, timeout: float) -> Dict[str, Any]:
+    name = "%s-%d-%s" % (algo, envs, "patched" if device_rollout else "pristine")
+    out, log = logs / (name + ".json"), logs / (name + ".log")
+    cmd = [sys.executable, __file__, "--child", algo, str(envs),
+           "1" if device_rollout else "0", str(iterations), str(out)]
+    with open(str(log), "w") as fh:
+        try:
+            code = subprocess.run(cmd, env=child_env(site, records), stdout=fh,
+                                  stderr=subprocess.STDOUT, timeout=timeout,
+                                  cwd=str(REPO)).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout after %ds" % timeout
+    if code == 0 and out.is_file():
+        return json.loads(out.read_text())
+    return {"error": "%s: exit %s: %s" % (name, code, log.read_text()[-1200:])}
+
+
+def main(argv: List[str]) -> int:
+    if argv[:1] == ["--child"]:
+        algo, envs, device_rollout, iterations, out = argv[1:6]
+        child(algo, int(envs), device_rollout == "1", int(iterations), out)
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--site", required=True)
+    p.add_argument("--records", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--sizes", default="200,500,4096")
+    p.add_argument("--algos", default="happo")
+    p.add_argument("--iterations", type=int, default=4, help="the first is warm-up")
+    p.add_argument("--timeout", type=float, default=300.0)
+    args = p.parse_args(argv)
+    logs = Path(args.out).parent / "harl-rollout-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    rows, errors = [], []
+    for envs in [int(s) for s in args.sizes.split(",") if s]:
+        for algo in [a for a in args.algos.split(",") if a]:
+            got = {}
+            for device_rollout in (False, True):
+                start = time.time()
+                result = run_one(algo, envs, device_rollout, args.iterations, args.site,
+                                 args.records, logs, args.timeout)
+                print("%s %d %s: %.0fs %s" % (algo, envs, "patched" if device_rollout
+                                              else "pristine", time.time() - start,
+                                              result.get("error") or
+                                              result["non_physics_ms_per_step"]), flush=True)
+                if "error" in result:
+                    errors.append(result["error"])
+                got[device_rollout] = result
+            if "error" in got[False] or "error" in got[True]:
+                continue
+            pristine = statistics.median(got[False]["non_physics_ms_per_step"][1:] or
+                                         got[False]["non_physics_ms_per_step"])
+            patched = statistics.median(got[True]["non_physics_ms_per_step"][1:] or
+                                        got[True]["non_physics_ms_per_step"])
+            rows.append({
+                "device": got[True]["device"], "envs": envs, "algo": algo,
+                "pristine_ms_per_step": round(pristine, 3),
+                "patched_ms_per_step": round(patched, 3),
+                "ratio": round(patched / pristine, 3),
+                "peak_gpu_mb": {"pristine": round(got[False]["peak_gpu_mb"], 1),
+                                "patched": round(got[True]["peak_gpu_mb"], 1)},
+                "double_ms_per_step": round(got[True]["double_ms_per_step"], 3),
+                "device_memory_growth_mb": {
+                    "pristine": got[False]["memory_growth"]["device_allocated_mb"],
+                    "patched": got[True]["memory_growth"]["device_allocated_mb"]},
+                "iterations_ms_per_step": {
+                    "pristine": [round(x, 3) for x in got[False]["non_physics_ms_per_step"]],
+                    "patched": [round(x, 3) for x in got[True]["non_physics_ms_per_step"]]},
+            })
+    Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+    for error in errors:
+        print("error: %s" % error, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
