@@ -61,14 +61,21 @@ def child(algo: str, num_envs: int, device_rollout: bool, iterations: int, out: 
     if cuda:
         torch.cuda.synchronize()
     trace = clock.trace
-    per_iteration = []
+    per_iteration, rollout, update = [], [], []
     for it, a in zip(split(trace, num_envs, episode_length),
                      range(0, len(trace) - episode_length, episode_length)):
         b = a + episode_length
         env_s = trace[b][2] - trace[a][2]
         per_iteration.append(1e3 * (it["wall_s"] - env_s) / episode_length)
+        # the rollout's own steps, and the gap that holds the update (less one step)
+        steps = [trace[i + 1][0] - trace[i][0] - (trace[i + 1][2] - trace[i][2])
+                 for i in range(a, b - 1)]
+        rollout.append(1e3 * statistics.median(steps))
+        update.append(1e3 * (trace[b][0] - trace[b - 1][0] - (trace[b][2] - trace[b - 1][2]))
+                      - rollout[-1])
     result = {"algo": algo, "envs": num_envs, "device_rollout": device_rollout, "exit": code,
               "non_physics_ms_per_step": per_iteration,
+              "rollout_ms_per_step": rollout, "update_ms": update,
               "double_ms_per_step": 1e3 * (trace[-1][2] - trace[0][2]) / max(1, len(trace) - 1),
               "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2.0 ** 20 if cuda else 0.0,
               "memory_growth": memory_growth(clock.memory, 2 * episode_length),
@@ -118,10 +125,13 @@ def main(argv: List[str]) -> int:
                 start = time.time()
                 result = run_one(algo, envs, device_rollout, args.iterations, args.site,
                                  args.records, logs, args.timeout)
-                print("%s %d %s: %.0fs %s" % (algo, envs, "patched" if device_rollout
-                                              else "pristine", time.time() - start,
-                                              result.get("error") or
-                                              result["non_physics_ms_per_step"]), flush=True)
+                print("%s %d %s: %.0fs %s" % (
+                    algo, envs, "patched" if device_rollout else "pristine",
+                    time.time() - start, result.get("error") or
+                    "non-physics %s; rollout %s ms/step; update %s ms" % tuple(
+                        [round(x, 2) for x in result[k]] for k in (
+                            "non_physics_ms_per_step", "rollout_ms_per_step", "update_ms"))),
+                    flush=True)
                 if "error" in result:
                     errors.append(result["error"])
                 got[device_rollout] = result
