@@ -22,6 +22,10 @@ import json, sys, types
 from mapush import sim
 sim.import_isaacgym()
 import numpy as np, torch
+try:  # pristine HARL imports uu, which Python 3.13 removed (patches/harl/04)
+    import uu
+except ImportError:
+    sys.modules["uu"] = types.SimpleNamespace(Error=type("Error", (Exception,), {}))
 torch.set_num_threads(1)
 from harl.runners.on_policy_base_runner import OnPolicyBaseRunner
 from mapush.envs.harl_env import MAPushHARLEnv

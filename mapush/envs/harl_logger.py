@@ -76,14 +76,17 @@ class MAPushLogger(BaseLogger):
     def per_step(self, data: Any) -> None:
         rewards, dones = data[2], data[3]
         if isinstance(rewards, torch.Tensor):  # train.device_rollout: no host sync per step
-            done_env = dones[:, 0].to(torch.float64)
+            done_env = dones[:, 0]
             if not isinstance(self.train_episode_rewards, torch.Tensor):
-                self.train_episode_rewards = torch.as_tensor(
-                    self.train_episode_rewards, dtype=torch.float64, device=rewards.device)
-            self.train_episode_rewards += rewards.mean(dim=1).reshape(-1).to(torch.float64)
-            self._return_sum = self._return_sum + (self.train_episode_rewards * done_env).sum()
-            self._return_count = self._return_count + done_env.sum()
-            self.train_episode_rewards *= 1.0 - done_env
+                n = int(done_env.shape[0])
+                self.train_episode_rewards = torch.zeros(n, device=rewards.device)
+                self._done_sum = torch.zeros(n, device=rewards.device)
+                self._done_count = torch.zeros(n, dtype=torch.long, device=rewards.device)
+            self.train_episode_rewards += rewards.mean(dim=1).view(-1)
+            self._done_sum += torch.where(done_env, self.train_episode_rewards,
+                                          torch.zeros_like(self.train_episode_rewards))
+            self._done_count += done_env
+            self.train_episode_rewards.masked_fill_(done_env, 0.0)
             return
         # The adapter repeats one done per env across agents: column 0 is the env's.
         done_env = dones[:, 0].astype(bool)
@@ -121,6 +124,11 @@ class MAPushLogger(BaseLogger):
             self.scalar("metrics/" + name, value)
         for term, value in sorted(self.envs.reward_terms().items()):
             self.scalar("reward/" + term, value)
+        if isinstance(self.train_episode_rewards, torch.Tensor):  # device rollout's sums
+            self._return_sum = self._return_sum + _float(self._done_sum.sum())
+            self._return_count = self._return_count + int(_float(self._done_count.sum()))
+            self._done_sum.zero_()
+            self._done_count.zero_()
         if _float(self._return_count):
             self.scalar("metrics/episode_return",
                         _float(self._return_sum) / _float(self._return_count))
