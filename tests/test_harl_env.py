@@ -205,3 +205,41 @@ def test_close_never_reaches_into_the_simulator():
     env.close()
     env.close()
     assert env.env is None and env.reward_terms() == {}
+
+
+LOGGER_SCRIPT = r"""
+import json
+import numpy as np, torch
+from mapush.envs.harl_logger import MAPushLogger
+
+def logger():
+    log = MAPushLogger.__new__(MAPushLogger)
+    log.algo_args = {"train": {"n_rollout_threads": 3}}
+    log.envs, log.steps_before = object(), 0
+    MAPushLogger.init(log, 1)
+    return log
+
+rng = np.random.default_rng(0)
+on_host, on_device = logger(), logger()
+for _ in range(12):
+    rewards = rng.normal(size=(3, 2, 1)).astype(np.float32)
+    done = rng.random(3) < 0.3
+    dones = np.repeat(done[:, None], 2, axis=1)
+    on_host.per_step((None, None, rewards, dones))
+    on_device.per_step((None, None, torch.from_numpy(rewards), torch.from_numpy(dones)))
+print(json.dumps({"host": [on_host._return_sum, on_host._return_count],
+                  "device": [float(on_device._done_sum.sum()),
+                             int(on_device._done_count.sum())]}))
+"""
+
+
+def test_the_logger_sums_episode_returns_alike_on_both_paths(upstream):
+    """train.device_rollout hands the logger tensors: the episode returns it sums are the
+    numpy path's."""
+    proc = subprocess.run([sys.executable, "-c", LOGGER_SCRIPT], env=double_env(upstream),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["device"][1] == out["host"][1] > 0
+    assert out["device"][0] == pytest.approx(out["host"][0], rel=1e-5)
