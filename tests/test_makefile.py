@@ -71,7 +71,8 @@ def make(args: List[str], cwd: Path = REPO, env: Optional[Dict[str, str]] = None
     full = dict(os.environ, **(env or {}))
     for name in ("NUM_ENVS", "ALGO", "TASK", "OBJECT", "SEED", "STEPS", "GPU", "RUN_DIR",
                  "EXTRA", "RUN", "IMAGE", "MAKEFLAGS", "MAKELEVEL", "SUDO_UID", "SUDO_GID",
-                 "HOST_UID", "HOST_GID", "COMPOSE_PROJECT_NAME", "TENSORBOARD_BASE_IMAGE"):
+                 "HOST_UID", "HOST_GID", "COMPOSE_PROJECT_NAME", "TENSORBOARD_BASE_IMAGE",
+                 "VENV", "HOST_VENV"):
         if not (env and name in env):
             full.pop(name, None)
     return subprocess.run(["make", "--no-print-directory"] + args, cwd=str(cwd), env=full,
