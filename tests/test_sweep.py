@@ -149,8 +149,10 @@ def test_ctrl_c_stops_every_running_cell_with_a_checkpoint_and_resume_continues(
     sweep = tmp_path / "sweeps" / "stop"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        logs = [sweep / ("ppo-cuboid-seed%d" % s) / "phases.log" for s in (1, 2)]
-        if all(p.is_file() and "training" in p.read_text() for p in logs):
+        # both running cells have finished an update: a run stopped before its first one
+        # has nothing to checkpoint and resumes from step 0 (docs/lifecycle.md)
+        logs = [sweep / ("ppo-cuboid-seed%d" % s) / "log.txt" for s in (1, 2)]
+        if all(p.is_file() and "train/" in p.read_text() for p in logs):
             break
         time.sleep(0.2)
     assert proc.poll() is None, proc.communicate()[1][-3000:]
