@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any, Dict, List
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.train_bench import child_env  # noqa: E402
+from benchmarks.train_bench import child_env, run_logged  # noqa: E402
 
 
 def child(algo: str, num_envs: int, device_rollout: bool, iterations: int, out: str) -> None:
@@ -89,13 +88,7 @@ def run_one(algo: str, envs: int, device_rollout: bool, iterations: int, site: s
     out, log = logs / (name + ".json"), logs / (name + ".log")
     cmd = [sys.executable, __file__, "--child", algo, str(envs),
            "1" if device_rollout else "0", str(iterations), str(out)]
-    with open(str(log), "w") as fh:
-        try:
-            code = subprocess.run(cmd, env=child_env(site, records), stdout=fh,
-                                  stderr=subprocess.STDOUT, timeout=timeout,
-                                  cwd=str(REPO)).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout after %ds" % timeout
+    code = run_logged(cmd, child_env(site, records), log, timeout)
     if code == 0 and out.is_file():
         return json.loads(out.read_text())
     return {"error": "%s: exit %s: %s" % (name, code, log.read_text()[-1200:])}

@@ -255,19 +255,24 @@ def run_train(algo: str, num_envs: int, steps: int, device: str, site: Optional[
     cmd = [sys.executable, str(REPO / "benchmarks" / "run.py"), "--child-train", algo,
            str(num_envs), str(steps), device, str(out), str(episode_length)]
     start = time.time()
-    with open(str(log), "w") as fh:
-        try:
-            proc = subprocess.run(cmd, env=child_env(site, records, physics_us), stdout=fh,
-                                  stderr=subprocess.STDOUT, timeout=timeout, cwd=str(REPO))
-            code = proc.returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout after %ds" % timeout
+    code = run_logged(cmd, child_env(site, records, physics_us), log, timeout)
     if code == 0 and out.is_file():
         result = json.loads(out.read_text())
         result.pop("trace", None)  # kept in the log dir's JSON
         return result
     return {"algo": algo, "num_envs": num_envs, "physics_us": physics_us, "error": "exit %s after %.1fs; log tail: %s"
             % (code, time.time() - start, _tail(log))}
+
+
+def run_logged(cmd: List[str], env: Dict[str, str], log: Path, timeout: float) -> Any:
+    """Run ``cmd`` from the checkout with its output in ``log``: its exit status, or
+    "timeout after Ns"."""
+    with open(str(log), "w") as fh:
+        try:
+            return subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                  timeout=timeout, cwd=str(REPO)).returncode
+        except subprocess.TimeoutExpired:
+            return "timeout after %ds" % timeout
 
 
 def _tail(path: Path, n: int = 1500) -> str:
@@ -288,13 +293,7 @@ def startup(algo: str, num_envs: int, steps: int, device: str, site: Optional[st
            "--seed", "1", "--run-dir", str(run_dir), "--sim-device", device,
            "--rl-device", device]
     start = time.time()
-    with open(str(log), "w") as fh:
-        try:
-            code = subprocess.run(cmd, env=child_env(site, records), stdout=fh,
-                                  stderr=subprocess.STDOUT, timeout=timeout,
-                                  cwd=str(REPO)).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout after %ds" % timeout
+    code = run_logged(cmd, child_env(site, records), log, timeout)
     phases = {}  # type: Dict[str, float]
     try:
         for line in (run_dir / "phases.log").read_text().splitlines():

@@ -169,6 +169,12 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     return run_dir / EVAL_FILE
 
 
+def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
+    """Where a high-level checkpoint's RRT figures go under ``folder``:
+    ``rrt/<checkpoint>/``."""
+    return str(Path(folder).resolve() / "rrt" / Path(info["checkpoint"]).name)
+
+
 def evaluate_streaming(info: Dict[str, Any], args: argparse.Namespace,
                        on_progress: Callable[[int, int], None]
                        ) -> Tuple[int, Optional[Dict[str, Any]], str]:
@@ -212,7 +218,7 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
     check_fits(infos[-1], "--run")
     for info in infos:  # a high level's RRT figures: beside the JSON lines
         if info["task"] == UPPER:
-            info["figures"] = str(output.parent.resolve() / "rrt" / Path(info["checkpoint"]).name)
+            info["figures"] = rrt_figures(output.parent, info)
     records = []  # type: List[Dict[str, Any]]
     failed = 0
     bar = _progress(len(found))
@@ -289,7 +295,7 @@ def main(args: argparse.Namespace) -> int:
         info = dict(info, video={"folder": str(folder.resolve()),
                                  "episodes": int(args.episodes)})
         if info["task"] == UPPER:
-            info["figures"] = str(folder.resolve() / "rrt" / Path(info["checkpoint"]).name)
+            info["figures"] = rrt_figures(folder, info)
     elif info["task"] == UPPER:
         out = getattr(args, "out", None)
         if out:

@@ -31,8 +31,7 @@ UPPER_MID_OBS_DIM = 8
 UPPER_OBJECT = "cuboid"
 
 
-def check_upper_object(obj: str, object_config: Optional[str] = None,
-                       what: str = "--object") -> None:
+def check_upper_object(obj: str, object_config: Optional[str] = None) -> None:
     """The high level pushes the cuboid only: any other object, or an object config, is
     refused with the reason (a T-block policy driven on a box would measure nothing)."""
     from mapush.errors import UsageError
@@ -43,10 +42,10 @@ def check_upper_object(obj: str, object_config: Optional[str] = None,
                          "from an object config; leave --object-config out"
                          % (object_config, UPPER))
     if obj != UPPER_OBJECT:
-        raise UsageError("%s %s: the high level (%s) pushes MQE's 1.2 x 1.2 box "
+        raise UsageError("--object %s: the high level (%s) pushes MQE's 1.2 x 1.2 box "
                          "(MiddleBox.urdf, go1_push_upper_config.py:20) whatever the mid level "
                          "pushed, so it runs on --object %s only; train the %s mid level "
-                         "with `mapush train --object %s`" % (what, obj, UPPER, UPPER_OBJECT,
+                         "with `mapush train --object %s`" % (obj, UPPER, UPPER_OBJECT,
                                                               obj, obj))
 
 

@@ -139,12 +139,7 @@ def test_eval_of_the_authors_high_level_policy_file(upstream, mids, upper_run, t
     """``--task go1push_upper --checkpoint .../goals_net/example.pt``: a bare policy file,
     evaluated on the cuboid with the published command net; without --task it cannot tell
     which object or level it is for."""
-    root = tmp_path / "mapush_root"
-    shutil.copytree(str(DOUBLE_ROOT), str(root))
-    published = root / "resources" / "command_nets" / "1.2x1.2.pt"
-    published.parent.mkdir(parents=True)
-    shutil.copy(str(mids["cuboid"] / "checkpoints" / "rl_model_200_steps" / "module.pt"),
-                str(published))
+    root, _published = root_with_published_net(tmp_path, mids)
     example = root / "resources" / "goals_net" / "example.pt"
     example.parent.mkdir(parents=True)
     shutil.copy(str(upper_run["run"] / "checkpoints" / "rl_model_400_steps" / "module.pt"),
@@ -192,13 +187,20 @@ def test_the_high_level_refuses_any_object_but_the_cuboid(upstream, mids, tmp_pa
     assert not (tmp_path / "run").exists()
 
 
-def test_the_published_command_net_is_the_default(upstream, mids, tmp_path):
+def root_with_published_net(tmp_path, mids):
+    """A copy of the double's MAPush root whose published command net is our cuboid mid
+    level's: ``(root, the net's path)``."""
     root = tmp_path / "mapush_root"
     shutil.copytree(str(DOUBLE_ROOT), str(root))
     published = root / "resources" / "command_nets" / "1.2x1.2.pt"
     published.parent.mkdir(parents=True)
     shutil.copy(str(mids["cuboid"] / "checkpoints" / "rl_model_200_steps" / "module.pt"),
                 str(published))
+    return root, published
+
+
+def test_the_published_command_net_is_the_default(upstream, mids, tmp_path):
+    root, published = root_with_published_net(tmp_path, mids)
     run = tmp_path / "upper"
     proc = run_mapush(["train", "--task", "go1push_upper", "--num-envs", NUM_ENVS, "--steps",
                        200, "--config", small(tmp_path), "--run-dir", run] + CPU,

@@ -129,9 +129,8 @@ class MAPushLogger(BaseLogger):
             self._return_count = self._return_count + int(_float(self._done_count.sum()))
             self._done_sum.zero_()
             self._done_count.zero_()
-        if _float(self._return_count):
-            self.scalar("metrics/episode_return",
-                        _float(self._return_sum) / _float(self._return_count))
+        if self._return_count:
+            self.scalar("metrics/episode_return", self._return_sum / self._return_count)
             self._return_sum, self._return_count = 0.0, 0
         self.last_summary = summary
         self.writter.flush()
