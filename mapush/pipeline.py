@@ -19,13 +19,12 @@ import argparse
 import datetime
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from mapush.errors import UsageError
+from mapush.proc import Supervisor
 from mapush.run.atomic import write_json
 from mapush.spec import MID, UPPER, check_upper_object
 
@@ -46,8 +45,8 @@ class Pipeline(object):
                         ("seed%d" % args.seed))
         self.path = self.dir / PIPELINE_FILE
         self.settings = {key: getattr(args, key) for key in SETTINGS}
-        self.stop_signal = None  # type: Optional[int]
-        self.child = None  # type: Optional[subprocess.Popen]
+        self.sup = Supervisor("mapush pipeline", "the running stage stops with a checkpoint; "
+                              "run the pipeline again to resume")
         self.record = self._load()
 
     # -- the record ---------------------------------------------------------------------
@@ -74,23 +73,9 @@ class Pipeline(object):
         return next(s for s in self.record["stages"] if s["name"] == name)
 
     # -- running a stage ----------------------------------------------------------------
-    def _forward(self, signum: int, _frame: Any) -> None:
-        if self.stop_signal is None:
-            self.stop_signal = signum
-            print("mapush pipeline: %s: the running stage stops with a checkpoint; run the "
-                  "pipeline again to resume" % signal.Signals(signum).name,
-                  file=sys.stderr, flush=True)
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signum)
-
     def _run(self, argv: List[str]) -> int:
-        command = [sys.executable, "-m", "mapush"] + argv
         print("mapush pipeline: $ mapush %s" % " ".join(argv), file=sys.stderr, flush=True)
-        self.child = subprocess.Popen(command)
-        try:
-            return self.child.wait()
-        finally:
-            self.child = None
+        return self.sup.wait(self.sup.start([sys.executable, "-m", "mapush"] + argv))
 
     def _device_args(self) -> List[str]:
         return ["--sim-device", self.args.sim_device, "--rl-device", self.args.rl_device,
@@ -109,7 +94,7 @@ class Pipeline(object):
         self.save()
         code = self._run(argv)
         stage.update(exit=code, finished=_now())
-        if self.stop_signal is not None:
+        if self.sup.stopping:
             stage["state"] = "stopped"
         elif code != 0:
             stage["state"] = "failed"
@@ -170,8 +155,7 @@ class Pipeline(object):
                 ("eval-mid", lambda: self._eval("mid"), self.best_mid),
                 ("upper", self.upper, lambda: self.trained("upper")),
                 ("eval-upper", lambda: self._eval("upper"), self.final_upper)]
-        previous = {s: signal.signal(s, self._forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with self.sup:
             self.save()
             for index, (name, argv, result) in enumerate(plan, 1):
                 stage = self.stage(name)
@@ -191,9 +175,6 @@ class Pipeline(object):
                         else "fix the cause above and run the pipeline again to retry it"),
                         file=sys.stderr, flush=True)
                     return 0 if state == "stopped" else 1
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
         final = self.stage("eval-upper").get("result", {})
         print("mapush pipeline: done: %s; the hierarchy: success rate %s, finished time %s s, "
               "collision degree %s" % (self.path, final.get("success_rate"),

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mapush.errors import UsageError
+from mapush.proc import Supervisor
 from mapush.run.atomic import write_json, write_text
 
 SWEEP_FILE = "sweep.json"
@@ -210,23 +210,13 @@ class Sweep(object):
                 print("mapush sweep: %s: done, skipped" % cell["name"], file=sys.stderr)
         free = list(gpus)
         running = {}  # type: Dict[int, Any]
-        stop = []  # type: List[int]
 
-        def on_signal(signum: int, _frame: Any) -> None:
-            if not stop:
-                print("mapush sweep: %s: every running cell stops with a checkpoint; run the "
-                      "sweep again to resume" % signal.Signals(signum).name, file=sys.stderr,
-                      flush=True)
-            stop.append(signum)
-            for proc, _cell in running.values():
-                if proc.poll() is None:
-                    proc.send_signal(signum)
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        sup = Supervisor("mapush sweep", "every running cell stops with a checkpoint; run the "
+                         "sweep again to resume")
         self.save()
-        try:
-            while (todo and not stop) or running:
-                while todo and free and not stop:
+        with sup:
+            while (todo and not sup.stopping) or running:
+                while todo and free and not sup.stopping:
                     gpu, cell = free.pop(0), todo.pop(0)
                     argv = self.train_args(cell)
                     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu), GPU=str(gpu))
@@ -239,8 +229,9 @@ class Sweep(object):
                     cell.pop("finished", None)
                     cell.pop("exit", None)
                     self.save()
-                    running[gpu] = (subprocess.Popen(command, env=env), cell)
+                    running[gpu] = (sup.start(command, env=env), cell)
                 time.sleep(POLL_S)
+                sup.poll()
                 for gpu in list(running):
                     proc, cell = running[gpu]
                     code = proc.poll()
@@ -248,7 +239,8 @@ class Sweep(object):
                         continue
                     del running[gpu]
                     free.append(gpu)
-                    state = "stopped" if stop else ("done" if code == 0 else "failed")
+                    sup.children.remove(proc)
+                    state = "stopped" if sup.stopping else ("done" if code == 0 else "failed")
                     cell.update(state=state, exit=code, finished=_now())
                     if Path(cell["run_dir"]).is_dir():
                         write_json(Path(cell["run_dir"]) / CELL_FILE,
@@ -257,12 +249,9 @@ class Sweep(object):
                     self.save()
                     print("mapush sweep: %s %s (exit %d)" % (cell["name"], state, code),
                           file=sys.stderr, flush=True)
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
         self.status()
         failed = [c for c in self.record["cells"] if c["state"] == "failed"]
-        return 1 if failed and not stop else 0
+        return 1 if failed and not sup.stopping else 0
 
     # -- slurm ----------------------------------------------------------------------------
     def run_slurm(self) -> int:

@@ -7,13 +7,13 @@ process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym
 import importlib
 import json
 import os
-import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Optional
 
 from mapush.errors import MapushError
+from mapush.proc import signal_name, stop_signals
 from mapush.run import phases
 from mapush.run.atomic import DISK_FULL
 from mapush.run.checkpoints import read_meta
@@ -24,10 +24,7 @@ from mapush.spec import RunSpec
 TRAINERS = {"openrl": "mapush.trainers.openrl_trainer", "harl": "mapush.trainers.harl_trainer"}
 
 
-def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
-    if stop is None:
-        stop = StopFlag()
-        stop.install()
+def run(config_path: str, stop: StopFlag) -> int:
     phases.mark("start")
     spec = RunSpec.from_dict(json.loads(Path(config_path).read_text())["spec"])
     headless_figures(Path(spec.run_dir) / "figures")
@@ -42,7 +39,7 @@ def run(config_path: str, stop: Optional[StopFlag] = None) -> int:
     code = trainer.train(ctx)
     phases.mark("shutdown")
     if stop.requested:
-        print("mapush: stopped by %s after the final checkpoint" % _signal_name(stop.signum),
+        print("mapush: stopped by %s after the final checkpoint" % signal_name(stop.signum),
               file=sys.stderr)
     return int(code)
 
@@ -57,18 +54,15 @@ def headless_figures(folder: Optional[Path]) -> None:
         os.environ.pop("MAPUSH_FIGURE_DIR", None)
 
 
-def _signal_name(signum: Optional[int]) -> str:
-    try:
-        return signal.Signals(signum).name if signum else "request"
-    except ValueError:
-        return "signal %s" % signum
-
-
 def main() -> None:
     # Stop handlers first: a SIGTERM while Isaac Gym loads must not kill the child (the
     # trainer sees the flag at its first poll and leaves with a checkpoint).
     stop = StopFlag()
-    stop.install()
+    with stop_signals(stop.handle):  # the process leaves by os._exit inside
+        _main(stop)
+
+
+def _main(stop: StopFlag) -> None:
     if len(sys.argv) != 2:
         print("usage: python -m mapush.run.child CONFIG_JSON", file=sys.stderr)
         leave(2)

@@ -1,5 +1,4 @@
 """What the child hands a trainer: the spec, where to write, and when to stop."""
-import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +15,7 @@ class StopFlag:
         self._event = threading.Event()
         self.signum = None  # type: Optional[int]
 
-    def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
+    def handle(self, signum: int, _frame: Any) -> None:
         self.signum = signum
         self._event.set()
 

@@ -9,7 +9,6 @@ import errno
 import fcntl
 import os
 from pathlib import Path
-from typing import Optional
 
 from mapush.errors import UsageError
 

@@ -5,17 +5,16 @@ SIGSEGV) can be reported with the phase it happened in, and so that SIGINT/SIGTE
 process that can still write its final checkpoint.
 """
 import datetime
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
+from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
 from mapush.run.atomic import DISK_FULL, write_json, write_text
 from mapush.spec import UPPER, RunSpec
@@ -144,50 +143,21 @@ class ChildOutcome:
     killed: bool = False               # the parent killed it after the grace period
 
 
+def _supervisor(grace: float) -> Supervisor:
+    return Supervisor("mapush", "the trainer writes a final checkpoint and stops (the child "
+                      "is killed if it has not left within %.0f s)" % grace, grace,
+                      again="already stopping, waiting for the final checkpoint")
+
+
 def supervise(proc: "subprocess.Popen[bytes]", grace: float) -> ChildOutcome:
-    """Wait for the child. The first SIGINT/SIGTERM is forwarded (the child writes a final
-    checkpoint and exits 0); later ones are not, so a second Ctrl-C or a repeated stop does
-    not cut a checkpoint short. If the child is still running ``grace`` seconds after the
-    first signal it is killed (atomic checkpoints leave the previous one intact)."""
-    outcome = ChildOutcome(status=0)
-    pending = []  # type: List[int]
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        pending.append(signum)
-        if outcome.stop_signal is None:
-            outcome.stop_signal = signum
-            if proc.poll() is None:
-                proc.send_signal(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    deadline = None  # type: Optional[float]
-    try:
-        while True:
-            try:
-                outcome.status = proc.wait(timeout=0.2)
-                return outcome
-            except subprocess.TimeoutExpired:
-                pass
-            while pending:
-                signum = pending.pop(0)
-                name = signal.Signals(signum).name
-                if deadline is None:
-                    deadline = time.monotonic() + grace
-                    print("mapush: %s: the trainer writes a final checkpoint and stops (the child "
-                          "is killed if it has not left within %.0f s)" % (name, grace),
-                          file=sys.stderr, flush=True)
-                else:
-                    print("mapush: %s again: already stopping, waiting for the final checkpoint "
-                          "(%.0f s left)" % (name, max(0.0, deadline - time.monotonic())),
-                          file=sys.stderr, flush=True)
-            if deadline is not None and not outcome.killed and time.monotonic() > deadline:
-                print("mapush: the training process did not stop within %.0f s; killing it"
-                      % grace, file=sys.stderr, flush=True)
-                outcome.killed = True
-                proc.kill()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    """Wait for the child (:class:`mapush.proc.Supervisor`): the first SIGINT/SIGTERM is
+    forwarded, the child writes a final checkpoint and exits 0; it is killed if still
+    running ``grace`` seconds later."""
+    sup = _supervisor(grace)
+    sup.children.append(proc)
+    with sup:
+        status = sup.wait(proc)
+    return ChildOutcome(status, sup.stop_signal, sup.killed)
 
 
 def start_child(spec: RunSpec, config_path: Path, lock_fd: Optional[int] = None
@@ -197,9 +167,11 @@ def start_child(spec: RunSpec, config_path: Path, lock_fd: Optional[int] = None
     phase_file = run_dir / PHASE_LOG
     write_text(phase_file, "")
     env = dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(child_command(config_path), env=env,
-                            pass_fds=() if lock_fd is None else (lock_fd,))
-    return supervise(proc, stop_grace_s())
+    with _supervisor(stop_grace_s()) as sup:
+        proc = sup.start(child_command(config_path), env=env,
+                         pass_fds=() if lock_fd is None else (lock_fd,))
+        status = sup.wait(proc)
+    return ChildOutcome(status, sup.stop_signal, sup.killed)
 
 
 def run_child(spec: RunSpec, config_path: Path) -> int:
@@ -303,7 +275,7 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
     if outcome.killed:
         print("error: the training process did not stop within %.0f s of %s and was killed; "
               "newest complete checkpoint: %s (resume with --resume %s)"
-              % (stop_grace_s(), signal.Signals(outcome.stop_signal or signal.SIGTERM).name,
+              % (stop_grace_s(), signal_name(outcome.stop_signal or signal.SIGTERM),
                  _newest_checkpoint(spec), spec.run_dir), file=sys.stderr)
         return 128 + signal.SIGKILL
     if status < 0:
@@ -312,6 +284,6 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
         return report_crash(spec, -status)
     if status == 0 and outcome.stop_signal is not None:
         print("mapush: stopped by %s; newest checkpoint: %s (resume with --resume %s)"
-              % (signal.Signals(outcome.stop_signal).name, _newest_checkpoint(spec),
+              % (signal_name(outcome.stop_signal), _newest_checkpoint(spec),
                  spec.run_dir), file=sys.stderr)
     return status
