@@ -234,7 +234,7 @@ PYTHON38 ?= $(or $(lastword $(sort $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)
 STACK_VENV := build/stack-$(STACK)
 HARL_WHEEL := $(VENV)/wheels/harl_aht-$(HARL_AHT_VERSION)-py3-none-any.whl
 
-$(STACK_VENV)/.stamp: $(LOCK_FILE) env/requirements-stack-test.txt ci/stack-venv.sh \
+$(STACK_VENV)/.stamp: $(LOCK_FILE) ci/stack-venv.sh \
 		$(wildcard patches/*/*) pyproject.toml $(VENV)/.stamp
 	bash ci/stack-venv.sh '$(PYTHON38)' $(STACK_VENV) $(LOCK_FILE) $(TORCH_PYPI_VERSION) \
 	  $(TORCHVISION_PYPI_VERSION) $(HARL_WHEEL)

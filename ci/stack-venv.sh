@@ -43,8 +43,7 @@ pip install "torch==$torch" "torchvision==$torchvision" -c "$dir/lock-pins.txt"
 echo "test-stack: substituted: torch $torch and torchvision $torchvision from PyPI, with:" \
      "$(comm -13 <(echo "$before") <(pip freeze | sort) | grep -v -E '^torch(vision)?==' |
         tr '\n' ' ')"
-# 4. the test runner (not in the image)
-pip install -r "$repo/env/requirements-stack-test.txt" -c "$dir/lock-pins.txt"
+# 4. (the test runner, pytest and pytest-timeout, is in the lock: mapush smoke runs them)
 # 5. our patches on the installed OpenRL, and on HARL's files at the pin (from the harl-aht
 #    carrier, checked against env/upstream.sha256 by the tests' helper), as the image
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

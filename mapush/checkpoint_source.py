@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from mapush.errors import UsageError
+from mapush.trainers import DEFAULT_ALGO
 from mapush.objects import read_object_name
 from mapush.policy_file import HARL_ACTOR, MODULE_FILE
 from mapush.run.checkpoints import checkpoints_dir, latest_checkpoint, list_checkpoints, \
@@ -118,7 +119,7 @@ def describe(checkpoint: Path, obj: Optional[str] = None,
                          "URDF): pass --object" % (checkpoint, OBJECT_CONFIG))
     return {
         "checkpoint": str(checkpoint), "step": step, "origin": origin,
-        "algo": meta.get("algo") or run_spec.get("algo") or "ppo",
+        "algo": meta.get("algo") or run_spec.get("algo") or DEFAULT_ALGO,
         "task": meta.get("task") or run_spec.get("task") or "go1push_mid",
         "trained_task": meta.get("task") or run_spec.get("task"),
         "object": name, "object_config": object_config, "config": run_spec.get("config"),

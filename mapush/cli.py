@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
 from mapush.objects import check_object_name
-from mapush.spec import ALGOS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
+from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
+from mapush.spec import CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_NUM_ENVS, DEFAULT_STEPS, MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, \
     check_upper_object, default_run_dir
 
@@ -85,9 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     sub.required = True
 
-    train = sub.add_parser("train", help="train a policy (PPO via OpenRL, HAPPO/MAPPO/HATRPO via HARL)")
-    train.add_argument("--algo", choices=ALGOS, default="ppo",
-                       help="ppo: MAPush's recipe through OpenRL; the others through HARL")
+    train = sub.add_parser("train", help="train a policy (%s)" % ", ".join(
+        "%s via %s" % ("/".join(a.upper() for a in t.algos), t.label.split()[0])
+        for t in TRAINERS))
+    train.add_argument("--algo", choices=ALGOS, default=DEFAULT_ALGO,
+                       help="%s: MAPush's recipe through OpenRL; the others through HARL"
+                       % DEFAULT_ALGO)
     train.add_argument("--task", choices=TASKS, default="go1push_mid",
                        help="go1push_mid: the mid-level pushing policy; go1push_upper: the "
                             "high-level controller on top of a mid-level policy")
@@ -221,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "per GPU at a time, or a Slurm job array")
     sw.add_argument("--seeds", help="seeds, e.g. 1,2,3")
     sw.add_argument("--objects", help="objects, e.g. cuboid,Tblock,cylinder")
-    sw.add_argument("--algo", default="ppo", help="algorithms, e.g. ppo or ppo,happo")
+    sw.add_argument("--algo", default=DEFAULT_ALGO, help="algorithms, e.g. %s or %s"
+                    % (DEFAULT_ALGO, ",".join(ALGOS[:2])))
     sw.add_argument("--gpus", help="local: the GPUs to use, e.g. 0,1 (default: every GPU "
                                    "nvidia-smi shows)")
     sw.add_argument("--executor", default="local", choices=("local", "slurm"),
@@ -308,16 +313,19 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
 
     checkpoint = resolve(args.init_from, "--init-from")
     found = kind(checkpoint)
-    wanted = "openrl" if args.algo == "ppo" else "harl"
-    if found != wanted:
+    wanted = for_algo(args.algo)
+    if found != wanted.library:
         raise UsageError("--init-from %s is %s checkpoint; --algo %s starts from %s checkpoint"
-                         % (args.init_from, "an OpenRL PPO" if found == "openrl" else
-                            "a HARL" if found == "harl" else "not a",
-                            args.algo, "an OpenRL PPO" if wanted == "openrl" else "a HARL"))
+                         % (args.init_from, _a(by_library(found).label) if found else "not a",
+                            args.algo, _a(wanted.label)))
     info = describe(checkpoint, obj=obj, object_config=config)
     info.update(object=obj, object_config=config, task=args.task)
     check_fits(info, "--init-from")
     return str(Path(checkpoint).resolve())
+
+
+def _a(label: str) -> str:
+    return ("an " if label[0] in "AEIOU" else "a ") + label
 
 
 PUBLISHED_COMMAND_NET = Path("resources") / "command_nets" / "1.2x1.2.pt"
@@ -330,10 +338,10 @@ def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
             raise UsageError("--command-net is for --task %s (the mid-level policy the high "
                              "level drives); --task %s trains such a policy" % (UPPER, MID))
         return None
-    if args.algo != "ppo":
+    if for_algo(args.algo).teams:
         raise UsageError("--algo %s: HARL's algorithms train several agents; --task %s has one "
-                         "centralized agent (the high-level policy): use --algo ppo"
-                         % (args.algo, UPPER))
+                         "centralized agent (the high-level policy): use --algo %s"
+                         % (args.algo, UPPER, DEFAULT_ALGO))
     return resolve_command_net(args.command_net)
 
 
@@ -354,7 +362,8 @@ def resolve_command_net(given: Optional[str]) -> str:
     checkpoint = resolve(target, "--command-net")
     if kind(checkpoint) != "openrl":
         raise UsageError("--command-net %s is not an OpenRL PPO policy (module.pt): the high "
-                         "level calls its act(); train the mid level with --algo ppo" % target)
+                         "level calls its act(); train the mid level with --algo %s"
+                         % (target, DEFAULT_ALGO))
     try:
         dim = input_dim(checkpoint)
     except UsageError as exc:

@@ -29,7 +29,7 @@ from mapush.run.atomic import writable, write_text
 from mapush.run.leave import leave
 from mapush.checkpoint_source import describe, resolve, run_checkpoints
 from mapush.run.checkpoints import checkpoints_dir
-from mapush.spec import HARL_ALGOS, UPPER, UPPER_OBS_DIM, RunSpec
+from mapush.spec import UPPER, UPPER_OBS_DIM, RunSpec
 
 EVAL_FILE = "eval.jsonl"
 VIDEO_DIR = "videos"
@@ -424,41 +424,6 @@ def _episode_bar(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="frame", file=sys.stderr, dynamic_ncols=True)
 
 
-def _ppo_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], Any]:
-    from openrl.modules.common import PPONet
-    from openrl.runners.common import PPOAgent
-
-    from mapush.envs.openrl_env import OpenRLEnv, to_env_actions
-    from mapush.trainers.openrl_trainer import load_module, openrl_config, use_module
-
-    user_config = spec.config if spec.config and Path(spec.config).is_file() else None
-    if spec.config and user_config is None:
-        print("mapush eval: the run's --config %s is gone; using the shipped ppo.yaml"
-              % spec.config, file=sys.stderr)
-    cfg = openrl_config(spec, user_config)
-    agent = PPOAgent(PPONet(OpenRLEnv(env), cfg=cfg, device=spec.rl_device))
-    use_module(agent, load_module(checkpoint, spec.rl_device, what="--checkpoint"))
-
-    def policy(obs: Any) -> Any:
-        actions, _ = agent.act(obs, deterministic=True)
-        return to_env_actions(actions, env.device)
-
-    return policy
-
-
-def _harl_policy(env: Any, spec: RunSpec, checkpoint: Path) -> Callable[[Any], Any]:
-    import torch
-
-    from mapush.trainers.harl_trainer import load_actor
-
-    actor = load_actor(checkpoint, env, spec.rl_device)
-
-    def policy(obs: Any) -> Any:
-        return torch.as_tensor(actor(obs), dtype=torch.float32, device=env.device)
-
-    return policy
-
-
 # The eval child's own folders for what the simulation writes (the PhysX budget): readers
 # never write into the run they read (only eval.jsonl, videos/ and report/ are theirs).
 _SCRATCH = []  # type: List[str]
@@ -488,10 +453,9 @@ def evaluate_checkpoint(request: Dict[str, Any]) -> Dict[str, Any]:
     if video:
         spec = spec.with_changes(record_video=True)
     env, _cfg = sim.make_env(spec)
-    if spec.algo in HARL_ALGOS:
-        policy = _harl_policy(env, spec, checkpoint)
-    else:
-        policy = _ppo_policy(env, spec, checkpoint)
+    from mapush import trainers
+
+    policy = trainers.load(spec.algo).load_policy(checkpoint, env, spec)
     if spec.task == UPPER:
         # As upstream evaluates the hierarchy: its test.py plans with RRT on its 4th reset,
         # the one right before the calculator (test.py:107,113,131-132; ppo_net.py:67,

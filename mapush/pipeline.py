@@ -27,6 +27,7 @@ from mapush.errors import UsageError
 from mapush.proc import Supervisor
 from mapush.run.atomic import write_json
 from mapush.spec import MID, UPPER, check_upper_object
+from mapush.trainers import DEFAULT_ALGO
 
 PIPELINE_FILE = "pipeline.json"
 STAGES = ("mid", "eval-mid", "upper", "eval-upper")
@@ -105,7 +106,7 @@ class Pipeline(object):
 
     # -- the four stages ----------------------------------------------------------------
     def mid(self) -> List[str]:
-        extra = ["--task", MID, "--algo", "ppo", "--object", self.args.object,
+        extra = ["--task", MID, "--algo", DEFAULT_ALGO, "--object", self.args.object,
                  "--num-envs", str(self.args.num_envs), "--steps", str(self.args.mid_steps)]
         if self.args.config:
             extra += ["--config", self.args.config]
@@ -131,7 +132,7 @@ class Pipeline(object):
 
     def upper(self) -> List[str]:
         best = self.stage("eval-mid")["result"]["best_checkpoint"]
-        extra = ["--task", UPPER, "--algo", "ppo", "--object", self.args.object,
+        extra = ["--task", UPPER, "--algo", DEFAULT_ALGO, "--object", self.args.object,
                  "--command-net", best, "--num-envs", str(self.args.upper_num_envs),
                  "--steps", str(self.args.upper_steps)]
         if self.args.upper_config:

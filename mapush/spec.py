@@ -8,8 +8,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-ALGOS = ("ppo", "happo", "mappo", "hatrpo")
-HARL_ALGOS = ("happo", "mappo", "hatrpo")
 MID, UPPER = "go1push_mid", "go1push_upper"
 TASKS = (MID, UPPER)
 DEFAULT_STEPS = 100_000_000
@@ -77,8 +75,10 @@ class RunSpec:
 
     @property
     def trainer(self) -> str:
-        """``openrl`` for PPO (MAPush's own recipe), ``harl`` for the HARL algorithms."""
-        return "openrl" if self.algo == "ppo" else "harl"
+        """The library that trains ``algo`` (:mod:`mapush.trainers`)."""
+        from mapush.trainers import for_algo
+
+        return for_algo(self.algo).library
 
     def with_changes(self, **changes: Any) -> "RunSpec":
         return replace(self, **changes)

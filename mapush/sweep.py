@@ -85,7 +85,7 @@ def visible_gpus() -> List[int]:
 class Sweep(object):
     def __init__(self, args: argparse.Namespace) -> None:
         from mapush.objects import KNOWN_OBJECTS, find_objects
-        from mapush.spec import ALGOS
+        from mapush.trainers import ALGOS
 
         self.args = args
         algos = parse_list("--algo", args.algo)

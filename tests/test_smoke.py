@@ -1,5 +1,7 @@
-"""``mapush smoke``: the stage engine (with fake stages), its report and JUnit file, the
-TensorBoard reader and memory bound, and the real stages end to end over the MQE double."""
+"""``mapush smoke``: the pytest plugin of tests/gpu (stage order, dependencies, limits,
+children, the JSON report and the JUnit file) driven with fake stages through the real
+command, the TensorBoard reader and memory bound, and the real stages end to end over the
+MQE double."""
 import json
 import math
 import os
@@ -13,17 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from mapush.smoke import MARKER, prepare_workdir, run_smoke
+from mapush.smoke import MARKER, prepare_workdir
 from mapush.events import read_scalars
-from mapush.smoke.runner import (FAILED, PASSED, SKIPPED, Stage, StageContext, StageFailure,
-                                 group_members)
-from mapush.smoke import stages as smoke_stages
-from mapush.smoke.runner import ChildRecord
-from mapush.smoke.stages import (GPU_GROWTH_BOUND, HOST_GROWTH_BOUND, TIMEOUTS, UPDATES,
-                                 episode_length, memory_growth)
+from tests.gpu import test_stages as smoke_stages
+from tests.gpu.conftest import (FAILED, PASSED, SKIPPED, TIMEOUTS, UPDATES, ChildRecord, Smoke,
+                                StageFailure, episode_length, group_members)
+from tests.gpu.test_stages import GPU_GROWTH_BOUND, HOST_GROWTH_BOUND, memory_growth
 from tests.conftest import REPO, double_env, run_mapush
 
 PY = sys.executable
+
+
+def StageContext(workdir, sim_device, rl_device):  # noqa: N802 - the stages' context
+    return Smoke(workdir, sim_device, rl_device, {})
 
 
 def _ctx(tmp_path):
@@ -48,48 +52,84 @@ def _alive(pid):
         return False
 
 
+def run_fake(tmp_path, stages, timeout=60, background=False):
+    """``mapush smoke --report tmp/report.json`` over fake stages: ``stages`` is the body of
+    a test_stages.py beside a conftest that is tests/gpu's plugin."""
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    (checks / "conftest.py").write_text("from tests.gpu.conftest import *  # noqa: F401,F403\n")
+    (checks / "test_stages.py").write_text(
+        "import json, sys, time\nimport pytest\nfrom tests.gpu.conftest import StageFailure\n"
+        + textwrap.dedent(stages))
+    env = dict(os.environ, MAPUSH_SMOKE_TESTS=str(checks), PYTHONPATH=str(REPO),
+               TMP=str(tmp_path))
+    argv = [PY, "-m", "mapush", "smoke", "--report", str(tmp_path / "report.json"),
+            "--sim-device", "cpu", "--rl-device", "cpu"]
+    if background:
+        return subprocess.Popen(argv, env=env, cwd=str(tmp_path), stderr=subprocess.PIPE,
+                                text=True)
+    return subprocess.run(argv, env=env, cwd=str(tmp_path), stderr=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True, timeout=timeout)
+
+
 def test_all_stages_pass_gives_exit_0_and_a_complete_report(tmp_path):
-    calls = []
+    result = run_fake(tmp_path, """
+        @pytest.mark.timeout(5)
+        def test_a(smoke):
+            "the first stage"
+            (smoke.workdir / "calls").write_text("a")
+            smoke.details = {"n": 1}
 
-    def ok(name):
-        def run(ctx):
-            calls.append(name)
-            return {"seen": list(ctx.results)}
-        return run
-
-    stages = [Stage("a", ok("a"), 5), Stage("b", ok("b"), 5, ("a",))]
-    code = run_smoke(tmp_path / "report.json", stages, _ctx(tmp_path))
+        @pytest.mark.timeout(5)
+        @pytest.mark.needs("a")
+        def test_b(smoke):
+            (smoke.workdir / "calls").write_text((smoke.workdir / "calls").read_text() + "b")
+            smoke.details = {"seen": json.loads((smoke.workdir / "report.json").read_text())
+                             ["stages"][0]["name"]}
+    """)
     _, report = _report(tmp_path)
-    assert code == 0
-    assert calls == ["a", "b"]
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text() == "ab"
     assert report["passed"] is True and report["complete"] is True
     assert report["failed_stage"] is None
     assert [s["status"] for s in report["stages"]] == [PASSED, PASSED]
-    assert report["stages"][1]["details"] == {"seen": ["a"]}
+    assert report["stages"][0]["details"] == {"n": 1}
+    assert report["stages"][0]["description"] == "the first stage"
+    assert report["stages"][1]["details"] == {"seen": "a"}
     assert all(s["duration_s"] >= 0 and s["timeout_s"] == 5 for s in report["stages"])
+    assert report["timeouts"] == {"a": 5, "b": 5} and report["needs"]["b"] == ["a"]
     cases, root = _junit(tmp_path / "report.json")
-    assert set(cases) == {"a", "b"}
+    assert set(cases) == {"a", "b"} and root.find("testsuite").get("name") == "mapush-smoke"
     assert not list(root.iter("failure")) and not list(root.iter("skipped"))
+    assert result.stderr.strip().splitlines()[-1].startswith("smoke: passed, 2 stages")
 
 
 def test_a_failing_stage_names_itself_and_its_dependents_are_skipped(tmp_path):
-    ran = []
+    result = run_fake(tmp_path, """
+        def test_first(smoke):
+            pass
 
-    def passing(ctx):
-        ran.append(ctx.stage)
+        @pytest.mark.needs("first")
+        def test_broken(smoke):
+            raise StageFailure("the widget is broken", widget=3)
 
-    def failing(ctx):
-        ran.append(ctx.stage)
-        raise StageFailure("the widget is broken", widget=3)
+        @pytest.mark.needs("broken")
+        def test_after(smoke):
+            pass
 
-    stages = [Stage("first", passing, 5), Stage("broken", failing, 5, ("first",)),
-              Stage("after", passing, 5, ("broken",)), Stage("independent", passing, 5, ("first",)),
-              Stage("transitive", passing, 5, ("after",))]
-    code = run_smoke(tmp_path / "report.json", stages, _ctx(tmp_path))
+        @pytest.mark.needs("first")
+        def test_independent(smoke):
+            pass
+
+        @pytest.mark.needs("after")
+        def test_transitive(smoke):
+            pass
+    """)
     _, report = _report(tmp_path)
     by_name = {s["name"]: s for s in report["stages"]}
-    assert code == 1
-    assert ran == ["first", "broken", "independent"]
+    assert result.returncode == 1
+    assert [s["name"] for s in report["stages"]] == ["first", "broken", "after", "independent",
+                                                     "transitive"]
     assert report["passed"] is False and report["failed_stage"] == "broken"
     assert by_name["broken"]["message"] == "the widget is broken"
     assert by_name["broken"]["details"] == {"widget": 3}
@@ -97,59 +137,62 @@ def test_a_failing_stage_names_itself_and_its_dependents_are_skipped(tmp_path):
     assert by_name["transitive"]["status"] == SKIPPED and "after" in by_name["transitive"]["message"]
     assert by_name["independent"]["status"] == PASSED
     cases, root = _junit(tmp_path / "report.json")
-    assert cases["broken"].find("failure").get("message") == "the widget is broken"
+    assert "the widget is broken" in cases["broken"].find("failure").get("message")
     assert cases["after"].find("skipped") is not None
     suite = root.find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("5", "1", "2")
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: smoke test failed at stage broken: the widget is broken")
 
 
 def test_a_bug_in_a_stage_is_that_stage_failing(tmp_path):
-    def buggy(_ctx):
-        return {}["missing"]
-
-    code = run_smoke(tmp_path / "report.json", [Stage("buggy", buggy, 5)], _ctx(tmp_path))
+    result = run_fake(tmp_path, """
+        def test_buggy(smoke):
+            return {}["missing"]
+    """)
     _, report = _report(tmp_path)
-    assert code == 1
+    assert result.returncode == 1
     assert report["stages"][0]["message"].startswith("KeyError")
     assert "traceback" in report["stages"][0]["details"]
 
 
 def test_a_stage_past_its_limit_is_cut_and_its_children_killed(tmp_path):
-    pids = tmp_path / "pids"
-
-    def hang(ctx):
-        # The child and a grandchild in its process group both hang.
-        ctx.run_child(["sh", "-c", "sleep 60 & echo $$ $! > %s; wait" % pids])
-
     start = time.monotonic()
-    code = run_smoke(tmp_path / "report.json", [Stage("hang", hang, 1.5),
-                                               Stage("next", lambda c: None, 5, ("hang",))],
-                     _ctx(tmp_path))
+    result = run_fake(tmp_path, """
+        @pytest.mark.timeout(1.5)
+        def test_hang(smoke):
+            # The child and a grandchild in its process group both hang.
+            smoke.run_child(["sh", "-c", "sleep 60 & echo $$ $! > %s/pids; wait"
+                             % smoke.workdir])
+
+        @pytest.mark.needs("hang")
+        def test_next(smoke):
+            pass
+    """)
     elapsed = time.monotonic() - start
     _, report = _report(tmp_path)
     stage = report["stages"][0]
-    assert code == 1 and elapsed < 10
+    assert result.returncode == 1 and elapsed < 30
     assert stage["status"] == FAILED and stage["timed_out"] is True
     assert "timed out after 1.5 s" in stage["message"]
     assert 1.5 <= stage["duration_s"] < 10
     assert report["stages"][1]["status"] == SKIPPED
     assert report["children"][0]["killed"] is True
-    for pid in pids.read_text().split():
+    for pid in (tmp_path / "pids").read_text().split():
         assert not _alive(int(pid))
     cases, _root = _junit(tmp_path / "report.json")
-    assert cases["hang"].find("failure").get("type") == "timeout"
+    assert "Timeout" in cases["hang"].find("failure").get("message")
 
 
 def test_a_child_that_leaves_processes_behind_is_recorded_and_they_are_killed(tmp_path):
-    pid_file = tmp_path / "orphan"
-
-    def leaky(ctx):
-        result = ctx.run_child(["sh", "-c", "sleep 60 & echo $! > %s" % pid_file])
-        return {"rc": result.returncode}
-
-    run_smoke(tmp_path / "report.json", [Stage("leaky", leaky, 10)], _ctx(tmp_path))
+    run_fake(tmp_path, """
+        def test_leaky(smoke):
+            result = smoke.run_child(["sh", "-c", "sleep 60 & echo $! > %s/orphan"
+                                      % smoke.workdir])
+            smoke.details = {"rc": result.returncode}
+    """)
     _, report = _report(tmp_path)
-    orphan = int(pid_file.read_text())
+    orphan = int((tmp_path / "orphan").read_text())
     assert report["stages"][0]["details"] == {"rc": 0}
     assert report["children"][0]["leftover"] == [orphan]
     assert not _alive(orphan)
@@ -169,16 +212,15 @@ def test_child_output_goes_to_log_files_and_the_last_stderr_line_is_the_diagnosi
 
 
 def test_the_report_is_rewritten_after_every_stage(tmp_path):
-    seen = {}
+    run_fake(tmp_path, """
+        def test_first(smoke):
+            pass
 
-    def first(_ctx):
-        return {"n": 1}
-
-    def second(_ctx):
-        seen.update(json.loads((tmp_path / "report.json").read_text()))
-
-    run_smoke(tmp_path / "report.json", [Stage("first", first, 5), Stage("second", second, 5)],
-              _ctx(tmp_path))
+        def test_second(smoke):
+            seen = json.loads((smoke.workdir / "report.json").read_text())
+            (smoke.workdir / "seen.json").write_text(json.dumps(seen))
+    """)
+    seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["complete"] is False and seen["status"] == "running"
     assert [s["name"] for s in seen["stages"]] == ["first"]
     assert seen["pending"] == ["second"]
@@ -186,27 +228,21 @@ def test_the_report_is_rewritten_after_every_stage(tmp_path):
 
 
 def test_sigterm_ends_the_run_with_a_report_and_kills_the_running_child(tmp_path):
-    script = textwrap.dedent("""
-        import sys
-        from pathlib import Path
-        from mapush.smoke import run_smoke
-        from mapush.smoke.runner import Stage, StageContext
-        tmp = Path(sys.argv[1])
-        def hang(ctx):
-            ctx.run_child(["sh", "-c", "echo $$ > %s; sleep 60" % (tmp / "pid")])
-        stages = [Stage("hang", hang, 60), Stage("later", lambda c: None, 5)]
-        sys.exit(run_smoke(tmp / "report.json", stages, StageContext(tmp, "cpu", "cpu")))
-    """)
-    proc = subprocess.Popen([PY, "-c", script, str(tmp_path)], cwd=str(REPO),
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 20
+    proc = run_fake(tmp_path, """
+        def test_hang(smoke):
+            smoke.run_child(["sh", "-c", "echo $$ > %s/pid; sleep 60" % smoke.workdir])
+
+        def test_later(smoke):
+            pass
+    """, background=True)
+    deadline = time.monotonic() + 30
     while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text().strip():
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    _out, err = proc.communicate(timeout=20)
+    _out, err = proc.communicate(timeout=30)
     report = json.loads((tmp_path / "report.json").read_text())
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert proc.returncode == 128 + signal.SIGTERM, err
     assert report["complete"] is True and report["failed_stage"] == "hang"
     assert report["stages"][0]["message"] == "interrupted by SIGTERM"
     assert report["stages"][1]["status"] == SKIPPED

@@ -20,6 +20,7 @@ from gym import spaces
 from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, \
     training_metrics
 from mapush.spec import RunSpec
+from mapush.trainers import by_library
 
 STATE_TYPES = ("EP", "FP")
 # How the EP critic's team reward is made from the per-agent rewards (env.team_reward).
@@ -39,7 +40,7 @@ def spec_from_env_args(env_args: Dict[str, Any]) -> RunSpec:
     if env_args.get("spec"):
         spec = RunSpec.from_dict(dict(env_args["spec"]))
         return spec.with_changes(num_envs=n_threads) if spec.num_envs != n_threads else spec
-    return RunSpec(algo=str(env_args.get("algo", "happo")),
+    return RunSpec(algo=str(env_args.get("algo", by_library("harl").algos[0])),
                    task=str(env_args.get("task", "go1push_mid")),
                    object=str(env_args.get("object", "cuboid")), num_envs=n_threads, steps=0,
                    seed=int(env_args.get("seed", 1)), run_dir=".",

@@ -4,7 +4,6 @@
 process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym segfaults
 (incident 002), and nothing is left to clean up by then.
 """
-import importlib
 import json
 import os
 import sys
@@ -12,6 +11,7 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
+from mapush import trainers
 from mapush.errors import MapushError
 from mapush.proc import signal_name, stop_signals
 from mapush.run import phases
@@ -20,9 +20,6 @@ from mapush.run.checkpoints import read_meta
 from mapush.run.context import RunContext, StopFlag
 from mapush.run.leave import leave
 from mapush.spec import RunSpec
-
-TRAINERS = {"openrl": "mapush.trainers.openrl_trainer", "harl": "mapush.trainers.harl_trainer"}
-
 
 def run(config_path: str, stop: StopFlag) -> int:
     phases.mark("start")
@@ -35,7 +32,7 @@ def run(config_path: str, stop: StopFlag) -> int:
     if spec.resume:
         ctx.resume_path = Path(spec.resume)
         ctx.resume_meta = read_meta(ctx.resume_path) or {}
-    trainer = importlib.import_module(TRAINERS[spec.trainer])
+    trainer = trainers.load(spec.algo)
     code = trainer.train(ctx)
     phases.mark("shutdown")
     if stop.requested:

@@ -174,12 +174,6 @@ def start_child(spec: RunSpec, config_path: Path, lock_fd: Optional[int] = None
     return ChildOutcome(status, sup.stop_signal, sup.killed)
 
 
-def run_child(spec: RunSpec, config_path: Path) -> int:
-    """Start the child, forward SIGINT/SIGTERM to it, return its exit status (negative for
-    a signal, as ``subprocess`` reports it)."""
-    return start_child(spec, config_path).status
-
-
 def _newest_checkpoint(spec: RunSpec) -> str:
     from mapush.run.checkpoints import latest_checkpoint
 
@@ -207,14 +201,12 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     """Every refusal that needs no simulation, before the run folder exists or changes: the
     trainer's config (keys, values, steps), a resume with nothing left to train, a
     read-only folder."""
-    import importlib
-
+    from mapush import trainers
     from mapush.run.checkpoints import read_meta
-    from mapush.run.child import TRAINERS
 
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
     try:
-        trainer = importlib.import_module(TRAINERS[spec.trainer])
+        trainer = trainers.load(spec.algo)
     except ImportError as exc:
         raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
                           "run mapush train there)" % (spec.algo, exc))

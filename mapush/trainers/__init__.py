@@ -1,4 +1,60 @@
-"""Trainers: OpenRL (PPO, MAPush's recipe) and HARL (HAPPO, MAPPO, HATRPO).
+"""The trainer registry: the one answer to "which library trains this algorithm".
 
-Each module exposes ``train(ctx: RunContext) -> int``, run inside the training child.
+A trainer is a module in this package, run inside the training child, with:
+- ``train(ctx: RunContext) -> int``: the run, with its checkpoints, stop and resume;
+- ``planned_updates(spec, resume_meta) -> int``: checked in the parent before a run starts;
+- ``load_policy(checkpoint, env, spec)``: the policy ``mapush eval`` drives, obs -> actions;
+- ``init_weights``: ``--init-from``'s weights copied into a new run's policy and value net.
+Its checkpoints are told apart by :func:`mapush.policy_file.kind`, which names the library
+here. Adding a trainer: one module, its configs in ``configs/``, one line in ``TRAINERS``
+(docs/architecture.md). Nothing here imports a training library: the parent stays light.
 """
+import importlib
+from pathlib import Path
+from typing import Any, NamedTuple, Tuple
+
+from mapush.errors import UsageError
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+
+class Trainer(NamedTuple):
+    library: str            # recorded as config.json's spec.trainer and checkpoint meta
+    module: str             # the module that trains
+    algos: Tuple[str, ...]  # its algorithms: --algo, configs/<algo>.yaml
+    label: str              # in messages: "an OpenRL PPO checkpoint"
+    teams: bool             # trains several agents (no single centralized agent)
+
+
+TRAINERS = (
+    Trainer("openrl", "mapush.trainers.openrl_trainer", ("ppo",), "OpenRL PPO", False),
+    Trainer("harl", "mapush.trainers.harl_trainer", ("happo", "mappo", "hatrpo"), "HARL", True),
+)
+ALGOS = tuple(algo for trainer in TRAINERS for algo in trainer.algos)
+# MAPush's own recipe: the default algorithm, the one the hierarchy and the pipeline train.
+DEFAULT_ALGO = ALGOS[0]
+
+
+def for_algo(algo: str) -> Trainer:
+    for trainer in TRAINERS:
+        if algo in trainer.algos:
+            return trainer
+    raise UsageError("--algo %s: not one of %s" % (algo, ", ".join(ALGOS)))
+
+
+def by_library(library: str) -> Trainer:
+    return next(t for t in TRAINERS if t.library == library)
+
+
+def load(algo: str) -> Any:
+    """The trainer module of ``algo`` (imports its training library)."""
+    return importlib.import_module(for_algo(algo).module)
+
+
+def episode_length(algo: str) -> int:
+    """Steps per env in one update of the shipped config of ``algo`` (``episode_length``,
+    top level in OpenRL's ppo.yaml, under ``train`` in HARL's)."""
+    import yaml
+
+    config = yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text()) or {}
+    return int(config.get("episode_length") or config["train"]["episode_length"])

@@ -22,7 +22,7 @@ from mapush.run import phases
 from mapush.run.atomic import write_json
 from mapush.run.checkpoints import atomic_checkpoint
 from mapush.run.context import RunContext
-from mapush.spec import HARL_ALGOS, RunSpec
+from mapush.spec import RunSpec
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 HARL_CONFIG = "harl_config.json"
@@ -73,7 +73,7 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     options (seed, device, env count, steps), which always win."""
     if spec.algo not in RUNNERS:
         raise UsageError("--algo %s is not a HARL algorithm (%s)" % (spec.algo,
-                                                                      ", ".join(HARL_ALGOS)))
+                                                                      ", ".join(RUNNERS)))
     config = _load_yaml(CONFIG_DIR / ("%s.yaml" % spec.algo))
     if spec.config:
         override = _load_yaml(Path(spec.config))
@@ -441,3 +441,16 @@ def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], An
         return np.stack(out, axis=1)
 
     return act
+
+
+def load_policy(checkpoint: Path, env: Any, spec: RunSpec) -> Callable[[Any], Any]:
+    """The policy of ``checkpoint`` that ``mapush eval`` drives: obs -> env actions."""
+    import torch
+
+    actor = load_actor(checkpoint, env, spec.rl_device)
+
+    def policy(obs: Any) -> Any:
+        return torch.as_tensor(actor(obs), dtype=torch.float32, device=env.device)
+
+    return policy
+

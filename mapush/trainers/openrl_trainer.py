@@ -37,8 +37,9 @@ from mapush.run.context import RunContext
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.policy_file import module_path
 from mapush.spec import UPPER, RunSpec
+from mapush.trainers import CONFIG_DIR, by_library
 
-SHIPPED_CONFIG = Path(__file__).resolve().parent / "configs" / "ppo.yaml"
+SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
 # The high level's additions to the recipe (8000-step episodes).
 TASK_CONFIGS = {UPPER: Path(__file__).resolve().parent / "configs" / "ppo_upper.yaml"}
 MODULE_FILE = policy_file.MODULE_FILE
@@ -413,3 +414,23 @@ def train(ctx: RunContext) -> int:
     print("mapush: training %s at step %d; checkpoints in %s"
           % (how, callback.trained_steps, checkpoints_dir(ctx.run_dir)), file=sys.stderr)
     return 0
+
+
+def load_policy(checkpoint: Path, env: Any, spec: RunSpec) -> Any:
+    """The policy of ``checkpoint`` that ``mapush eval`` drives: obs -> env actions."""
+    from mapush.envs.openrl_env import to_env_actions
+
+    user_config = spec.config if spec.config and Path(spec.config).is_file() else None
+    if spec.config and user_config is None:
+        print("mapush eval: the run's --config %s is gone; using the shipped ppo.yaml"
+              % spec.config, file=sys.stderr)
+    agent = PPOAgent(PPONet(OpenRLEnv(env), cfg=openrl_config(spec, user_config),
+                            device=spec.rl_device))
+    use_module(agent, load_module(checkpoint, spec.rl_device, what="--checkpoint"))
+
+    def policy(obs: Any) -> Any:
+        actions, _ = agent.act(obs, deterministic=True)
+        return to_env_actions(actions, env.device)
+
+    return policy
+

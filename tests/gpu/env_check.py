@@ -1,6 +1,6 @@
 """The smoke test's env stage, run as a child: create go1push_mid and step it at random.
 
-``python -m mapush.smoke.env_check --num-envs N --steps K --sim-device D --rl-device D``.
+``python tests/gpu/env_check.py --num-envs N --steps K --sim-device D --rl-device D``.
 A child because Isaac Gym must be imported before torch (the smoke parent never imports
 either) and because a crash inside PhysX must not take the smoke run down with it. The env
 comes from :func:`mapush.sim.make_env`, the path every trainer takes. Prints one JSON object
@@ -73,7 +73,7 @@ def check_env(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mapush.smoke.env_check")
+    p = argparse.ArgumentParser(prog="env_check.py")
     p.add_argument("--task", default="go1push_mid")
     p.add_argument("--object", default="cuboid")
     p.add_argument("--num-envs", type=int, default=4)

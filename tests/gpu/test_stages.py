@@ -1,5 +1,6 @@
-"""The stages of ``mapush smoke``: doctor, env, train_ppo, train_happo, eval, memory,
-clean_exit.
+"""The smoke test's stages, one pytest test each, run in this order by ``mapush smoke``:
+doctor, env, train_ppo, train_happo, eval, memory, clean_exit (``conftest.py`` is the
+plugin: dependencies, time limits, the JSON report).
 
 Every stage that touches Isaac Gym or torch runs the product's own commands in a fresh
 child process (``python -m mapush ...``), with the devices the smoke run was given, so the
@@ -12,27 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import pytest
+
+from mapush.events import event_files, read_scalars
 from mapush.run.checkpoints import list_checkpoints
 from mapush.run.phases import read_phases
-from mapush.events import event_files, read_scalars
-from mapush.smoke.runner import ChildResult, Stage, StageContext, StageFailure
+from tests.gpu.conftest import TIMEOUTS, ChildResult, Smoke, StageFailure
 
-# Sizes: tiny, so the whole run takes minutes on a mid-range GPU (and a minute or two on the
-# CPU test double). Each training run does UPDATES updates of the shipped config (episode
-# length x envs steps each) and saves a checkpoint after CHECKPOINT_AFTER of them, plus the
-# final one.
-NUM_ENVS = 8
 ENV_STEPS = 20
-UPDATES = 3
-CHECKPOINT_AFTER = 2
 SEED = 1
-DEFAULT_EPISODE_LENGTH = 200
-
-# Time limits in seconds. Their sum (545 s) keeps the whole run under ten minutes even when
-# every stage runs to its limit.
-TIMEOUTS = {"doctor": 45, "env": 90, "train_ppo": 150, "train_happo": 150, "eval": 90,
-            "memory": 10, "clean_exit": 10}
-
+ENV_CHECK = Path(__file__).resolve().parent / "env_check.py"
 # Memory may grow across the training updates by at most max(MB, FRACTION * first sample).
 GPU_GROWTH_BOUND = (64.0, 0.10)
 HOST_GROWTH_BOUND = (256.0, 0.25)
@@ -49,7 +39,7 @@ def mapush_command(*args: Any) -> List[str]:
     return [sys.executable, "-m", "mapush"] + [str(a) for a in args]
 
 
-def _devices(ctx: StageContext) -> List[str]:
+def _devices(ctx: Smoke) -> List[str]:
     return ["--sim-device", ctx.sim_device, "--rl-device", ctx.rl_device]
 
 
@@ -113,7 +103,7 @@ def _doctor_failures(report: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def doctor(ctx: StageContext) -> Dict[str, Any]:
+def doctor(ctx: Smoke) -> Dict[str, Any]:
     """``mapush doctor --json``: GPU, driver, architecture, memory, Isaac Gym, patches."""
     result = ctx.run_child(mapush_command("doctor", "--num-envs", ctx.settings["num_envs"],
                                           "--json", *_devices(ctx)))
@@ -132,12 +122,12 @@ def doctor(ctx: StageContext) -> Dict[str, Any]:
 
 # -- env --------------------------------------------------------------------------------
 
-def env(ctx: StageContext) -> Dict[str, Any]:
+def env(ctx: Smoke) -> Dict[str, Any]:
     """Create go1push_mid through mapush.sim.make_env in a child and step it at random."""
     phase_file = ctx.logs / "env.phases.log"
     phase_file.parent.mkdir(parents=True, exist_ok=True)
     phase_file.write_text("")
-    argv = [sys.executable, "-m", "mapush.smoke.env_check",
+    argv = [sys.executable, str(ENV_CHECK),
             "--num-envs", str(ctx.settings["num_envs"]), "--steps", str(ENV_STEPS),
             "--seed", str(SEED), "--run-dir", str(ctx.workdir / "env")] + _devices(ctx)
     result = ctx.run_child(argv, extra_env={"MAPUSH_PHASE_FILE": str(phase_file)})
@@ -156,14 +146,14 @@ def env(ctx: StageContext) -> Dict[str, Any]:
 
 # -- training ---------------------------------------------------------------------------
 
-def run_dir(ctx: StageContext, algo: str) -> Path:
+def run_dir(ctx: Smoke, algo: str) -> Path:
     return ctx.workdir / algo
 
 
 def train(algo: str):  # type: ignore[no-untyped-def]
     """A stage that runs ``mapush train --algo ALGO`` for a few updates in a fresh child."""
 
-    def stage(ctx: StageContext) -> Dict[str, Any]:
+    def stage(ctx: Smoke) -> Dict[str, Any]:
         folder = run_dir(ctx, algo)
         steps = ctx.settings["train_steps"][algo]
         interval = ctx.settings["checkpoint_interval"][algo]
@@ -196,7 +186,7 @@ def train(algo: str):  # type: ignore[no-untyped-def]
 
 # -- eval -------------------------------------------------------------------------------
 
-def evaluate(ctx: StageContext) -> Dict[str, Any]:
+def evaluate(ctx: Smoke) -> Dict[str, Any]:
     """``mapush eval`` on a checkpoint of the PPO run: the checkpoint reloads and evaluates."""
     checkpoints = list_checkpoints(run_dir(ctx, "ppo"))
     if not checkpoints:
@@ -241,7 +231,7 @@ def memory_growth(series: Sequence[Any], bound: Sequence[float]) -> Dict[str, An
             "bound_mb": round(allowed, 1), "ok": growth <= allowed}
 
 
-def memory(ctx: StageContext) -> Dict[str, Any]:
+def memory(ctx: Smoke) -> Dict[str, Any]:
     """Memory did not grow across the training updates beyond a bound, in either run."""
     on_gpu = ctx.rl_device.startswith("cuda")
     tag = GPU_MEMORY_TAG if on_gpu else HOST_MEMORY_TAG
@@ -271,7 +261,7 @@ def memory(ctx: StageContext) -> Dict[str, Any]:
 
 # -- clean exit -------------------------------------------------------------------------
 
-def clean_exit(ctx: StageContext) -> Dict[str, Any]:
+def clean_exit(ctx: Smoke) -> Dict[str, Any]:
     """Every child exited 0 by itself, left no process behind, and each training run's
     child reached its shutdown phase (it did not die in Isaac Gym's teardown)."""
     problems = []
@@ -300,42 +290,52 @@ def clean_exit(ctx: StageContext) -> Dict[str, Any]:
     return {"children": len(ctx.children), "last_phase": runs}
 
 
-def default_stages() -> List[Stage]:
-    return [
-        Stage("doctor", doctor, TIMEOUTS["doctor"], (),
-              "mapush doctor: GPU, driver, architecture, free memory, Isaac Gym, patches"),
-        Stage("env", env, TIMEOUTS["env"], ("doctor",),
-              "create go1push_mid through mapush.sim.make_env and step it with random actions"),
-        Stage("train_ppo", train("ppo"), TIMEOUTS["train_ppo"], ("env",),
-              "mapush train --algo ppo (OpenRL) for a few updates, with a checkpoint"),
-        Stage("train_happo", train("happo"), TIMEOUTS["train_happo"], ("env",),
-              "mapush train --algo happo (HARL) for a few updates, with a checkpoint"),
-        Stage("eval", evaluate, TIMEOUTS["eval"], ("train_ppo",),
-              "mapush eval reloads a PPO checkpoint and computes the paper's metrics"),
-        Stage("memory", memory, TIMEOUTS["memory"], ("train_ppo", "train_happo"),
-              "memory logged by the trainers' watchdog did not grow beyond a bound"),
-        Stage("clean_exit", clean_exit, TIMEOUTS["clean_exit"],
-              ("doctor", "env", "train_ppo", "train_happo", "eval"),
-              "every child exited 0 without a signal and left nothing running"),
-    ]
+# -- the stages, in order ---------------------------------------------------------------
+
+@pytest.mark.timeout(TIMEOUTS["doctor"])
+def test_doctor(smoke: Smoke) -> None:
+    """mapush doctor: GPU, driver, architecture, free memory, Isaac Gym, patches"""
+    smoke.details = doctor(smoke)
 
 
-def episode_length(algo: str) -> int:
-    """Steps per env in one update of the shipped config of ``algo`` (``episode_length``,
-    top level for OpenRL's ppo.yaml, under ``train`` for HARL's)."""
-    path = Path(__file__).resolve().parent.parent / "trainers" / "configs" / ("%s.yaml" % algo)
-    try:
-        import yaml
-
-        config = yaml.safe_load(path.read_text()) or {}
-    except (ImportError, OSError, ValueError):
-        return DEFAULT_EPISODE_LENGTH
-    value = config.get("episode_length", (config.get("train") or {}).get("episode_length"))
-    return int(value) if isinstance(value, int) and value > 0 else DEFAULT_EPISODE_LENGTH
+@pytest.mark.timeout(TIMEOUTS["env"])
+@pytest.mark.needs("doctor")
+def test_env(smoke: Smoke) -> None:
+    """create go1push_mid through mapush.sim.make_env and step it with random actions"""
+    smoke.details = env(smoke)
 
 
-def default_settings(num_envs: int = NUM_ENVS) -> Dict[str, Any]:
-    per_update = {algo: episode_length(algo) * num_envs for algo in ("ppo", "happo")}
-    return {"num_envs": num_envs, "updates": UPDATES,
-            "train_steps": {a: n * UPDATES for a, n in per_update.items()},
-            "checkpoint_interval": {a: n * CHECKPOINT_AFTER for a, n in per_update.items()}}
+@pytest.mark.timeout(TIMEOUTS["train_ppo"])
+@pytest.mark.needs("env")
+def test_train_ppo(smoke: Smoke) -> None:
+    """mapush train --algo ppo (OpenRL) for a few updates, with a checkpoint"""
+    smoke.details = train("ppo")(smoke)
+
+
+@pytest.mark.timeout(TIMEOUTS["train_happo"])
+@pytest.mark.needs("env")
+def test_train_happo(smoke: Smoke) -> None:
+    """mapush train --algo happo (HARL) for a few updates, with a checkpoint"""
+    smoke.details = train("happo")(smoke)
+
+
+@pytest.mark.timeout(TIMEOUTS["eval"])
+@pytest.mark.needs("train_ppo")
+def test_eval(smoke: Smoke) -> None:
+    """mapush eval reloads a PPO checkpoint and computes the paper's metrics"""
+    smoke.details = evaluate(smoke)
+
+
+@pytest.mark.timeout(TIMEOUTS["memory"])
+@pytest.mark.needs("train_ppo", "train_happo")
+def test_memory(smoke: Smoke) -> None:
+    """memory logged by the trainers' watchdog did not grow beyond a bound"""
+    smoke.details = memory(smoke)
+
+
+@pytest.mark.timeout(TIMEOUTS["clean_exit"])
+@pytest.mark.needs("doctor", "env", "train_ppo", "train_happo", "eval")
+def test_clean_exit(smoke: Smoke) -> None:
+    """every child exited 0 without a signal and left nothing running"""
+    smoke.details = clean_exit(smoke)
+

@@ -1,0 +1,71 @@
+"""The code's one way through (docs/architecture.md): one module installs signal handlers,
+one registry names the algorithms, no JUnit of our own, the smoke stages travel in the image."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from mapush import trainers
+from mapush.errors import UsageError
+from tests.conftest import REPO
+
+PACKAGE = REPO / "mapush"
+
+
+def _sources():
+    return {p.relative_to(REPO).as_posix(): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _string_constants(text):
+    return {node.value for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def test_signal_handlers_are_installed_in_one_module_at_two_sites():
+    sites = {path: text.count("signal.signal(") for path, text in _sources().items()
+             if "signal.signal(" in text}
+    assert sites == {"mapush/proc.py": 2}
+
+
+def test_no_junit_is_written_by_mapush_itself():
+    for path, text in _sources().items():
+        assert "xml.etree" not in text and "ElementTree" not in text, path
+
+
+def test_the_algorithm_names_are_spelled_out_in_at_most_two_modules():
+    spelled = sorted(path for path, text in _sources().items()
+                     if set(trainers.ALGOS) & _string_constants(text))
+    assert spelled == ["mapush/trainers/__init__.py", "mapush/trainers/harl_trainer.py"]
+
+
+def test_the_registry_answers_which_library_trains_an_algorithm():
+    assert trainers.DEFAULT_ALGO == "ppo"
+    assert trainers.for_algo("ppo").library == "openrl"
+    assert {trainers.for_algo(a).library for a in ("happo", "mappo", "hatrpo")} == {"harl"}
+    assert trainers.for_algo("happo").teams and not trainers.for_algo("ppo").teams
+    with pytest.raises(UsageError, match="--algo sac: not one of ppo, happo, mappo, hatrpo"):
+        trainers.for_algo("sac")
+    # each algorithm has its shipped config, and its update length is read from it
+    for algo in trainers.ALGOS:
+        assert (trainers.CONFIG_DIR / ("%s.yaml" % algo)).is_file()
+    assert trainers.episode_length("ppo") == 200
+    # every trainer module has what the registry promises (read, not imported: no torch)
+    for trainer in trainers.TRAINERS:
+        path = REPO / (trainer.module.replace(".", "/") + ".py")
+        names = {n.name for n in ast.parse(path.read_text()).body
+                 if isinstance(n, ast.FunctionDef)}
+        assert {"train", "planned_updates", "load_policy"} <= names, trainer.module
+
+
+def test_the_smoke_stages_travel_in_the_image_with_their_runner():
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    assert "COPY tests/gpu/ /opt/mapush-env/tests/gpu/" in dockerfile
+    assert "COPY tests/__init__.py /opt/mapush-env/tests/__init__.py" in dockerfile
+    assert re.search(r"^ENV MAPUSH_SMOKE_TESTS=/opt/mapush-env/tests/gpu$", dockerfile, re.M)
+    allowed = (REPO / ".dockerignore").read_text().splitlines()
+    assert "!tests/gpu/" in allowed and "!tests/__init__.py" in allowed
+    for lock in ("requirements.lock", "requirements-cu121.lock"):
+        pins = (REPO / "env" / lock).read_text()
+        for name in ("pytest", "pytest-timeout"):
+            assert re.search(r"^%s==" % re.escape(name), pins, re.M), (lock, name)
