@@ -308,7 +308,7 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
         raise UsageError("--init-from starts a new run from weights; --resume continues a run: "
                          "use one of them")
     from mapush.checkpoint_source import describe, resolve
-    from mapush.evaluate import check_fits
+    from mapush.eval import check_fits
     from mapush.policy_file import kind
 
     checkpoint = resolve(args.init_from, "--init-from")
@@ -428,7 +428,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
 # Each command's module, imported only when it runs; each has ``main(args) -> int``.
 COMMANDS = {
     "doctor": "mapush.diagnostics.doctor", "smoke": "mapush.smoke",
-    "eval": "mapush.evaluate", "report": "mapush.report", "sweep": "mapush.sweep",
+    "eval": "mapush.eval", "report": "mapush.report", "sweep": "mapush.sweep",
     "pipeline": "mapush.pipeline", "reproduce": "mapush.reproduce",
 }
 

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from mapush.checkpoint_source import OBJECT_CONFIG, SUCCESS_FILE, describe, \
     parse_success_rate, upstream_checkpoints
 from mapush.errors import UsageError
-from mapush.evaluate import METRICS, check_fits, evaluate_streaming
+from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.run.atomic import write_json, write_text
 
@@ -169,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
             bar.n = done
             bar.refresh()
 
-        code, result, last = evaluate_streaming(info, args, progress)
+        code, result, last = evaluate(info, args, progress)
         bar.close()
         row = {"object": obj, "step": step, "checkpoint": info["checkpoint"],
                "theirs": theirs}  # type: Dict[str, Any]

@@ -92,6 +92,36 @@ class RunSpec:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+@dataclass(frozen=True)
+class EvalSpec:
+    """What one evaluation child runs (``mapush eval``): a checkpoint, what rebuilds its
+    env, and where figures and videos go."""
+    checkpoint: str
+    algo: str
+    task: str
+    object: str
+    num_envs: int
+    seed: int
+    sim_device: str
+    rl_device: str
+    step: Optional[int] = None
+    origin: Optional[str] = None
+    config: Optional[str] = None
+    object_config: Optional[str] = None
+    command_net: Optional[str] = None
+    figures: Optional[str] = None
+    video: Optional[Dict[str, Any]] = None
+    progress: bool = False
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "EvalSpec":
+        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:
     """``runs/<task>/<object>/<algo>/seed<seed>-<YYYYmmdd-HHMMSS>`` (docs/cli.md)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))

@@ -12,7 +12,7 @@ name and renamed to ``<prefix>-ep<k>-<success|fail>.mp4`` when env 0's episode e
 """
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 

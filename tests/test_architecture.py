@@ -69,3 +69,43 @@ def test_the_smoke_stages_travel_in_the_image_with_their_runner():
         pins = (REPO / "env" / lock).read_text()
         for name in ("pytest", "pytest-timeout"):
             assert re.search(r"^%s==" % re.escape(name), pins, re.M), (lock, name)
+
+
+def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypatch, capsys):
+    import argparse
+    import io
+    import json
+    import subprocess
+
+    from mapush import eval as evaluate
+    from mapush.spec import EvalSpec
+
+    seen = {}
+
+    class FakeChild(object):
+        def __init__(self, argv, **_kw):
+            seen["argv"] = argv
+            seen["spec"] = json.loads(Path(argv[-1]).read_text())
+            self.stderr = io.StringIO("loading\nmapush-progress 3 8\nmapush-progress 8 8\n"
+                                      "error-free last line\n")
+            self.stdout = io.StringIO('noise\n{"success_rate": 0.5}\n')
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", FakeChild)
+    info = {"checkpoint": "/x/ck", "algo": "ppo", "task": "go1push_mid", "object": "cuboid",
+            "step": 7, "trained_task": "go1push_mid"}
+    args = argparse.Namespace(num_envs=8, sim_device="cpu", rl_device="cpu", seed=0)
+    progress = []
+    code, result, last = evaluate.evaluate(info, args, lambda d, t: progress.append((d, t)),
+                                           echo=True)
+    assert seen["argv"][1:3] == ["-m", "mapush.eval.calculator"]
+    assert seen["spec"] == EvalSpec(checkpoint="/x/ck", algo="ppo", task="go1push_mid",
+                                    object="cuboid", num_envs=8, seed=0, sim_device="cpu",
+                                    rl_device="cpu", step=7, progress=True).to_dict()
+    assert not Path(seen["argv"][-1]).exists()  # the spec file is the child's, removed after
+    assert (code, result, last) == (0, {"success_rate": 0.5}, "error-free last line")
+    assert progress == [(3, 8), (8, 8)]
+    err = capsys.readouterr().err
+    assert "loading" in err and "mapush-progress" not in err

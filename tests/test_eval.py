@@ -155,7 +155,7 @@ class NeverEnding(object):
 
 def test_calculator_gives_up_when_episodes_never_end():
     from mapush.errors import MapushError
-    from mapush.evaluate import calculator
+    from mapush.eval.calculator import calculator
 
     seen = []
     with pytest.raises(MapushError, match="2 of 2 envs had not finished"):

@@ -133,7 +133,7 @@ def test_a_checkpoint_that_names_no_object_is_never_assumed_cuboid(upstream, pub
 def test_eval_run_of_a_read_only_folder_needs_out(published, tmp_path, monkeypatch):
     """The image's /opt/mapush is read-only to the container user (the tests run as root,
     who may write anywhere, so the check itself is given a read-only answer)."""
-    from mapush import evaluate
+    from mapush import eval as evaluate
     from mapush.errors import UsageError
 
     folder = published["results"] / "10-15-23_cuboid"

@@ -265,7 +265,9 @@ def test_eval_writes_nothing_into_the_run_but_eval_jsonl(upstream, tblock, tmp_p
 def test_the_eval_child_simulates_into_a_scratch_folder(monkeypatch, tblock):
     """What the simulation writes (the PhysX budget of a GPU run) goes to a folder of its
     own, never into the run whose checkpoint is read."""
-    from mapush import evaluate, sim
+    from mapush import sim
+    from mapush.eval import calculator as evaluate
+    from mapush.spec import EvalSpec
 
     seen = {}
 
@@ -280,10 +282,9 @@ def test_the_eval_child_simulates_into_a_scratch_folder(monkeypatch, tblock):
     monkeypatch.setattr(sim, "make_env", make_env)
     _step, checkpoint, _meta = latest_checkpoint(tblock["run"])
     with pytest.raises(Stop):
-        evaluate.evaluate_checkpoint({"checkpoint": str(checkpoint), "algo": "ppo",
-                                      "task": "go1push_mid", "object": "Tblock", "num_envs": 4,
-                                      "seed": 0, "sim_device": "cuda:0",
-                                      "rl_device": "cuda:0"})
+        evaluate.evaluate_checkpoint(EvalSpec(
+            checkpoint=str(checkpoint), algo="ppo", task="go1push_mid", object="Tblock",
+            num_envs=4, seed=0, sim_device="cuda:0", rl_device="cuda:0"))
     scratch = Path(seen["run_dir"]).resolve()
     assert tblock["run"].resolve() not in [scratch] + list(scratch.parents)
 

@@ -9,6 +9,7 @@ import errno
 import fcntl
 import os
 from pathlib import Path
+from typing import Optional
 
 from mapush.errors import UsageError
 

@@ -9,7 +9,7 @@ the option, the recorded and the given value, raised before anything is written.
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from mapush.checkpoint_source import RUN_CONFIG
 from mapush.errors import UsageError

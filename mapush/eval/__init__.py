@@ -1,0 +1,288 @@
+"""``mapush eval``: the paper's metrics of a checkpoint, by MAPush's calculator mode.
+
+Every env runs until it has finished its first episode (MQE's ``init_reset_buf``); then
+success rate = mean(``init_finished_buf``), finished time = mean(``init_episode_length_buf``
+x ``dt``), collision / collaboration degree = mean over the successful envs of the counter
+over the episode length. ``--checkpoint PATH`` prints one JSON object on stdout (logs go to
+stderr); ``--run DIR`` evaluates every checkpoint of a run into ``DIR/eval.jsonl`` (one JSON
+line per checkpoint, rewritten atomically after each) with a progress bar on stderr.
+
+Each checkpoint is evaluated in a fresh child process (:mod:`mapush.eval.calculator`, given
+an :class:`mapush.spec.EvalSpec` as a file): Isaac
+Gym must be imported before torch, the calculator's first-episode buffers exist once per
+simulation, a crash in PhysX is reported instead of killing the command, and the child
+leaves with ``os._exit`` (Isaac Gym can segfault in interpreter teardown).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from mapush.checkpoint_source import describe, resolve, run_checkpoints
+from mapush.errors import MapushError, UsageError
+from mapush.eval.calculator import PROGRESS
+from mapush.proc import signal_name
+from mapush.run.atomic import writable, write_json, write_text
+from mapush.run.checkpoints import checkpoints_dir
+from mapush.spec import UPPER, UPPER_OBS_DIM, EvalSpec
+
+EVAL_FILE = "eval.jsonl"
+VIDEO_DIR = "videos"
+DEFAULT_NUM_ENVS = 300  # MAPush's calculator (task/<object>/train.sh)
+# The paper's four (openrl_ws/test.py:136-146), then the obstacle collision degree of
+# patches/mapush/05 (upstream's collision degree counts the final target and one obstacle in
+# the high level: docs/upstream.md).
+METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree",
+           "obstacle_collision_degree")
+
+
+# -- parent side: which checkpoint, which run -------------------------------------------
+def check_fits(info: Dict[str, Any], what: str = "--checkpoint") -> None:
+    """The checkpoint's input dim against the obs dim of the env it would run in, before a
+    simulation starts: a mismatch names both dims and the objects that would fit."""
+    from mapush.objects import ConfigReadError, object_config_path, objects_with_obs_dim, \
+        read_object_facts
+    from mapush.policy_file import input_dim
+
+    if info.get("task") == UPPER:
+        dim = input_dim(info["checkpoint"])
+        if dim != UPPER_OBS_DIM:
+            raise UsageError("%s %s takes %d-dim observations; the high level (%s) gives %d"
+                             % (what, info["checkpoint"], dim, UPPER, UPPER_OBS_DIM))
+        return
+    config = Path(info["object_config"]) if info.get("object_config") else \
+        object_config_path(info["object"])
+    try:
+        facts = read_object_facts(config)
+    except ConfigReadError as exc:
+        raise UsageError("%s %s: %s" % (what, info["checkpoint"], exc))
+    dim = input_dim(info["checkpoint"])
+    if dim != facts.obs_dim:
+        fits = objects_with_obs_dim(dim)
+        raise UsageError(
+            "%s %s takes %d-dim observations, but %s (%s, %d robots) gives %d: %s"
+            % (what, info["checkpoint"], dim, info["object"], config, facts.num_agents,
+               facts.obs_dim, "it fits --object %s" % " or --object ".join(fits) if fits
+               else "no object under MAPUSH_ROOT has %d-dim observations" % dim))
+
+
+def describe_request(target: str, args: argparse.Namespace) -> Dict[str, Any]:
+    """``--checkpoint PATH``: the checkpoint and what rebuilds its env, checked to fit."""
+    info = describe_checkpoint(resolve(target, "--checkpoint"), args)
+    check_fits(info)
+    return info
+
+
+def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str, Any]:
+    """What rebuilds the checkpoint's env, with eval's ``--task``, ``--object``,
+    ``--object-config`` and ``--command-net`` applied and checked."""
+    from mapush.spec import UPPER_OBJECT, check_upper_object
+
+    task = getattr(args, "task", None)
+    obj = getattr(args, "object", None)
+    config = getattr(args, "object_config", None)
+    config = str(Path(config).resolve()) if config else None
+    if obj is not None and config is None:
+        from mapush.objects import check_object_name
+
+        check_object_name(obj)
+    if task == UPPER and obj is None and config is None:
+        obj = UPPER_OBJECT  # the high level's object (mapush/spec.py)
+    info = describe(checkpoint, obj=obj, object_config=config)
+    if task is not None:
+        trained = info.get("trained_task")
+        if trained and trained != task:
+            raise UsageError("--task %s: %s was trained on --task %s" % (task, checkpoint,
+                                                                           trained))
+        info["task"] = task
+    command_net = getattr(args, "command_net", None)
+    if info["task"] != UPPER:
+        if command_net:
+            raise UsageError("--command-net is for a high-level policy (--task %s)" % UPPER)
+        return info
+    check_upper_object(info["object"], config)
+    info["object_config"] = None  # the upper task builds its object from MQE's config
+    if command_net or not info.get("command_net"):
+        from mapush.cli import resolve_command_net
+
+        info["command_net"] = resolve_command_net(command_net)
+    elif not Path(info["command_net"]).is_file():
+        raise UsageError("%s drove the mid-level policy %s, which is gone: pass --command-net "
+                         "PATH" % (checkpoint, info["command_net"]))
+    return info
+
+
+def evaluate(info: Dict[str, Any], args: argparse.Namespace,
+             on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False
+             ) -> Tuple[int, Optional[Dict[str, Any]], str]:
+    """One evaluation child: ``(exit status, result or None, last stderr line)``. The child
+    gets an EvalSpec file; its progress (envs whose first episode ended) goes to
+    ``on_progress(done, total)``, its other stderr lines to ours with ``echo``."""
+    spec = EvalSpec.from_dict(dict(info, num_envs=args.num_envs, sim_device=args.sim_device,
+                                   rl_device=args.rl_device, seed=args.seed,
+                                   progress=on_progress is not None))
+    with tempfile.TemporaryDirectory(prefix="mapush-eval-spec-") as folder:
+        path = Path(folder) / "eval-spec.json"
+        write_json(path, spec.to_dict())
+        proc = subprocess.Popen([sys.executable, "-m", "mapush.eval.calculator", str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                universal_newlines=True)
+        last = ""
+        assert proc.stderr is not None and proc.stdout is not None
+        for line in proc.stderr:
+            if line.startswith(PROGRESS):
+                if on_progress is not None:
+                    _tag, done, total = line.split()
+                    on_progress(int(done), int(total))
+                continue
+            if echo:
+                sys.stderr.write(line)
+            if line.strip():
+                last = line.strip()
+        out = proc.stdout.read()
+        code = proc.wait()
+    if code < 0:
+        return code, None, "error: the evaluation process died from %s" % signal_name(-code)
+    if code != 0:
+        return code, None, last
+    lines = [line for line in out.splitlines() if line.strip()]
+    try:
+        return 0, json.loads(lines[-1]), last
+    except (IndexError, ValueError):
+        return 1, None, "error: the evaluation process printed no result"
+
+
+def eval_output(run_dir: Path, out: Optional[str]) -> Path:
+    """``--out FILE``, else ``DIR/eval.jsonl``, which must be writable (the image's
+    /opt/mapush is not)."""
+    if out:
+        path = Path(out)
+        if not path.parent.is_dir() or not os.access(str(path.parent), os.W_OK):
+            raise UsageError("--out %s: its folder %s does not exist or is not writable"
+                             % (out, path.parent))
+        return path
+    if not os.access(str(run_dir), os.W_OK):
+        raise UsageError("--run %s is read-only: pass --out FILE (e.g. --out runs/%s-eval.jsonl)"
+                         % (run_dir, run_dir.name))
+    return run_dir / EVAL_FILE
+
+
+def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
+    """Where a high-level checkpoint's RRT figures go under ``folder``:
+    ``rrt/<checkpoint>/``."""
+    return str(Path(folder).resolve() / "rrt" / Path(info["checkpoint"]).name)
+
+
+def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
+    """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
+    oldest first, into ``eval.jsonl`` or ``--out``."""
+    if not run_dir.is_dir():
+        raise UsageError("--run %s: no such run directory" % run_dir)
+    found = run_checkpoints(run_dir)
+    if not found:
+        raise UsageError("--run %s: no complete checkpoint in %s; train first or pass "
+                         "another run" % (run_dir, checkpoints_dir(run_dir)))
+    output = eval_output(run_dir, getattr(args, "out", None))
+    infos = [describe_checkpoint(path, args) for _step, path in found]
+    check_fits(infos[-1], "--run")
+    for info in infos:  # a high level's RRT figures: beside the JSON lines
+        if info["task"] == UPPER:
+            info["figures"] = rrt_figures(output.parent, info)
+    records = []  # type: List[Dict[str, Any]]
+    failed = 0
+    bar = _progress(len(found))
+    try:
+        for info in infos:
+            path = Path(info["checkpoint"])
+            bar.set_description(path.name)
+            code, result, last = evaluate(info, args)
+            if result is None:
+                failed += 1
+                result = {"checkpoint": str(path), "step": info["step"],
+                          "error": last or "exit status %d" % code}
+                bar.write("%s: %s" % (path.name, result["error"]))
+            records.append(result)
+            write_text(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+            bar.update(1)
+    finally:
+        bar.close()
+    for record in records:
+        print(json.dumps(record, sort_keys=True))
+    print("mapush eval: %d checkpoint(s) -> %s" % (len(records), output), file=sys.stderr)
+    if failed:
+        print("error: %d of %d checkpoints could not be evaluated; their lines in %s say why"
+              % (failed, len(records), output), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _progress(total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
+
+
+def video_folder(info: Dict[str, Any], out: Optional[str]) -> Path:
+    """``--out DIR``, else ``RUN/videos`` of the checkpoint's run; it must be writable."""
+    if out:
+        folder = Path(out)
+    else:
+        checkpoint = Path(info["checkpoint"])
+        run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else \
+            checkpoint.parent
+        folder = run / VIDEO_DIR
+    if not writable(folder):
+        raise UsageError("--video: %s is not writable (a read-only run such as the image's "
+                         "/opt/mapush): pass --out DIR" % folder)
+    return folder
+
+
+def check_rendering() -> None:
+    """``--video`` needs MQE's camera to render: one line and the fix, before a simulation."""
+    from mapush.diagnostics.doctor import in_container
+    from mapush.diagnostics.rendering import problems
+
+    found = problems(in_container())
+    if found:
+        what, fix = found[0]
+        raise UsageError("--video: cannot render: %s; %s (mapush doctor --video checks)"
+                         % (what, fix))
+
+
+def main(args: argparse.Namespace) -> int:
+    video = getattr(args, "video", False)
+    if getattr(args, "num_envs", None) is None:
+        args.num_envs = 1 if video else DEFAULT_NUM_ENVS
+    if getattr(args, "run", None):
+        if video:
+            raise UsageError("--video records one checkpoint: use --checkpoint, not --run")
+        return evaluate_run(Path(args.run), args)
+    info = describe_request(args.checkpoint, args)
+    if video:
+        check_rendering()
+        folder = video_folder(info, getattr(args, "out", None))
+        info = dict(info, video={"folder": str(folder.resolve()),
+                                 "episodes": int(args.episodes)})
+        if info["task"] == UPPER:
+            info["figures"] = rrt_figures(folder, info)
+    elif info["task"] == UPPER:
+        out = getattr(args, "out", None)
+        if out:
+            if not writable(Path(out)):
+                raise UsageError("--out %s: not a writable folder for the RRT figures" % out)
+            info["figures"] = str(Path(out).resolve())
+        else:
+            print("mapush eval: the RRT figures are not kept; pass --out DIR to keep those of "
+                  "the first %s envs" % os.environ.get("MAPUSH_RRT_FIGURES", "8"),
+                  file=sys.stderr)
+    code, result, last = evaluate(info, args, echo=True)
+    if code < 0:
+        raise MapushError("evaluating %s: %s" % (info["checkpoint"], last[len("error: "):]))
+    if result is None:
+        return code or 1  # the child printed its own error line
+    print(json.dumps(result, sort_keys=True))
+    return 0
