@@ -307,9 +307,9 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
     if args.resume:
         raise UsageError("--init-from starts a new run from weights; --resume continues a run: "
                          "use one of them")
-    from mapush.checkpoint_source import describe, resolve
+    from mapush.checkpoints.source import describe, resolve
     from mapush.eval import check_fits
-    from mapush.policy_file import kind
+    from mapush.checkpoints.policy import kind
 
     checkpoint = resolve(args.init_from, "--init-from")
     found = kind(checkpoint)
@@ -351,8 +351,8 @@ def resolve_command_net(given: Optional[str]) -> str:
     ``PPOModule.act``, go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds
     (line 291)."""
     from mapush.objects import mapush_root
-    from mapush.checkpoint_source import resolve
-    from mapush.policy_file import input_dim, kind, module_path
+    from mapush.checkpoints.source import resolve
+    from mapush.checkpoints.policy import input_dim, kind, module_path
 
     target = given or str(mapush_root() / PUBLISHED_COMMAND_NET)
     if not Path(target).exists():

@@ -11,3 +11,9 @@ class UsageError(MapushError):
     """Bad options: reported as one ``error:`` line, exit status 2."""
 
     exit_code = 2
+
+
+# What a missing Isaac Gym is, with the fix (mapush.sim raises it, the doctor quotes it).
+ISAACGYM_HINT = ("Isaac Gym Preview 4 is not importable: download IsaacGym_Preview_4_Package.tar.gz "
+                 "from https://developer.nvidia.com/isaac-gym, put it in vendor/ and run "
+                 "'make build' (training runs inside the image: 'make train')")

@@ -16,16 +16,16 @@ level pushes MQE's 1.2 x 1.2 box whatever the mid level pushed
 starts (:func:`mapush.spec.check_upper_object`).
 """
 import argparse
-import datetime
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+from mapush.common.clock import now
 from mapush.errors import UsageError
 from mapush.proc import Supervisor
-from mapush.run.atomic import write_json
+from mapush.common.atomic import write_json
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
 
@@ -33,10 +33,6 @@ PIPELINE_FILE = "pipeline.json"
 STAGES = ("mid", "eval-mid", "upper", "eval-upper")
 SETTINGS = ("object", "seed", "num_envs", "upper_num_envs", "mid_steps", "upper_steps",
             "eval_envs", "sim_device", "rl_device", "config", "upper_config")
-
-
-def _now() -> str:
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 class Pipeline(object):
@@ -63,7 +59,7 @@ class Pipeline(object):
                         "%s: %s there, %s now" % (k, before.get(k), self.settings[k])
                         for k in changed)))
             return record
-        return {"settings": self.settings, "created": _now(),
+        return {"settings": self.settings, "created": now(),
                 "stages": [{"name": name, "state": "pending"} for name in STAGES]}
 
     def save(self) -> None:
@@ -90,11 +86,11 @@ class Pipeline(object):
     def run_stage(self, name: str, argv: List[str], result: Any) -> bool:
         """Run one stage; True when it finished (then ``result()`` is recorded)."""
         stage = self.stage(name)
-        stage.update(state="running", started=_now(), command=["mapush"] + argv)
+        stage.update(state="running", started=now(), command=["mapush"] + argv)
         stage.pop("finished", None)
         self.save()
         code = self._run(argv)
-        stage.update(exit=code, finished=_now())
+        stage.update(exit=code, finished=now())
         if self.sup.stopping:
             stage["state"] = "stopped"
         elif code != 0:
@@ -144,7 +140,7 @@ class Pipeline(object):
         return lines[-1] if lines else {}
 
     def trained(self, run: str) -> Dict[str, Any]:
-        from mapush.run.checkpoints import latest_checkpoint
+        from mapush.checkpoints.store import latest_checkpoint
 
         latest = latest_checkpoint(self.dir / run)
         return {"run_dir": str(self.dir / run),

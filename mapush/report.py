@@ -5,7 +5,7 @@ by :mod:`mapush.events`), ``eval.jsonl``, ``videos/`` and ``config.json``. The c
 PNGs beside the page, drawn with matplotlib's headless Agg backend: reward terms, success
 rate and finished time, the trainer's losses, env steps per second, GPU memory. When the
 MAPush tree holds the authors' run for the same object and task
-(``$MAPUSH_ROOT/results/<run>/``, see :mod:`mapush.checkpoint_source`), their TensorBoard
+(``$MAPUSH_ROOT/results/<run>/``, see :mod:`mapush.checkpoints.source`), their TensorBoard
 curves (``logs/<term>/``, tags without our ``reward/``/``train/`` prefix) and the success
 rates of their ``success_rate.txt`` are drawn on the same axes. Whatever the run does not
 have yet (no eval, no video) is named on the page with the command that makes it.
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mapush.errors import UsageError
 from mapush.events import Scalars, event_files, read_scalars
-from mapush.run.atomic import writable, write_text
+from mapush.common.atomic import writable, write_text
 
 REPORT_DIR = "report"
 PAGE = "index.html"
@@ -165,7 +165,7 @@ def build(run: Path, out: Path) -> Path:
                    if line.strip()]
     their_table = {}  # type: Dict[int, Dict[str, float]]
     if theirs_run is not None:
-        from mapush.checkpoint_source import SUCCESS_FILE, parse_success_rate
+        from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate
 
         their_table = parse_success_rate((theirs_run / SUCCESS_FILE).read_text())
     if records:

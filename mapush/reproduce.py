@@ -21,12 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from mapush.checkpoint_source import OBJECT_CONFIG, SUCCESS_FILE, describe, \
+from mapush.checkpoints.source import OBJECT_CONFIG, SUCCESS_FILE, describe, \
     parse_success_rate, upstream_checkpoints
 from mapush.errors import UsageError
 from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
-from mapush.run.atomic import write_json, write_text
+from mapush.common.atomic import write_json, write_text
 
 DEFAULT_NUM_ENVS = 300  # the authors' calculator (task/<object>/train.sh)
 SIGMAS = 3.0

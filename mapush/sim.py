@@ -9,24 +9,32 @@ falls back to anything else.
 import argparse
 import importlib.util
 import inspect
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from mapush.errors import MapushError, UsageError
+from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
-from mapush.run import phases
+from mapush.common import phases
 from mapush.spec import MID, UPPER, RunSpec
 
-ISAACGYM_HINT = ("Isaac Gym Preview 4 is not importable: download IsaacGym_Preview_4_Package.tar.gz "
-                 "from https://developer.nvidia.com/isaac-gym, put it in vendor/ and run "
-                 "'make build' (training runs inside the image: 'make train')")
 MAPUSH_HINT = ("MAPush's 'mqe' package is not importable: set MAPUSH_ROOT to a MAPush checkout "
                "(the image has it at /opt/mapush) and make sure it is on the Python path")
 
 
 class MissingDependency(MapushError):
     exit_code = 3
+
+
+def headless_figures(folder: Optional[Path]) -> None:
+    """matplotlib never opens a window (the high level's RRT figures): the Agg backend;
+    the figures go to ``folder``, none without one (patches/mapush/04)."""
+    os.environ["MPLBACKEND"] = "Agg"
+    if folder is not None:
+        os.environ["MAPUSH_FIGURE_DIR"] = str(folder.resolve())
+    else:
+        os.environ.pop("MAPUSH_FIGURE_DIR", None)
 
 
 def import_isaacgym() -> Any:

@@ -19,7 +19,6 @@ cells are skipped and interrupted ones resume from their newest checkpoint (``--
 Ctrl-C stops every running cell: each writes its final checkpoint, and the sweep exits 0.
 """
 import argparse
-import datetime
 import json
 import os
 import re
@@ -30,9 +29,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from mapush.common.clock import now
 from mapush.errors import UsageError
 from mapush.proc import Supervisor
-from mapush.run.atomic import write_json, write_text
+from mapush.common.atomic import write_json, write_text
 
 SWEEP_FILE = "sweep.json"
 CELL_FILE = "cell.json"
@@ -43,10 +43,6 @@ GRID_KEYS = ("algos", "objects", "seeds", "task", "steps", "num_envs", "config",
 SBATCH = Path(__file__).resolve().parent.parent / "cluster" / "sweep.sbatch"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 POLL_S = 0.5
-
-
-def _now() -> str:
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
@@ -132,7 +128,7 @@ class Sweep(object):
                     name = "%s-%s-seed%d" % (algo, obj, seed)
                     cells.append({"name": name, "algo": algo, "object": obj, "seed": seed,
                                   "run_dir": str(self.dir / name), "state": "pending"})
-        return {"name": self.name, "grid": self.grid, "created": _now(), "cells": cells}
+        return {"name": self.name, "grid": self.grid, "created": now(), "cells": cells}
 
     def save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -224,7 +220,7 @@ class Sweep(object):
                     print("mapush sweep: %s on GPU %d: %s" % (cell["name"], gpu,
                                                             " ".join(command)),
                           file=sys.stderr, flush=True)
-                    cell.update(state="running", gpu=gpu, started=_now(),
+                    cell.update(state="running", gpu=gpu, started=now(),
                                 command=["mapush"] + argv)
                     cell.pop("finished", None)
                     cell.pop("exit", None)
@@ -241,7 +237,7 @@ class Sweep(object):
                     free.append(gpu)
                     sup.children.remove(proc)
                     state = "stopped" if sup.stopping else ("done" if code == 0 else "failed")
-                    cell.update(state=state, exit=code, finished=_now())
+                    cell.update(state=state, exit=code, finished=now())
                     if Path(cell["run_dir"]).is_dir():
                         write_json(Path(cell["run_dir"]) / CELL_FILE,
                                    {k: cell[k] for k in ("state", "exit", "gpu", "started",
@@ -287,7 +283,7 @@ class Sweep(object):
                                                                proc.stdout.strip()))
         job = proc.stdout.strip().split(";")[0]
         self.record["executor"] = "slurm"
-        self.record.setdefault("slurm_jobs", []).append({"job_id": job, "submitted": _now(),
+        self.record.setdefault("slurm_jobs", []).append({"job_id": job, "submitted": now(),
                                                          "cells": [c["name"] for c in cells]})
         for index, cell in enumerate(cells):
             cell.update(state="submitted", slurm="%s_%d" % (job, index))
@@ -331,7 +327,7 @@ def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
                 ) -> Optional[Dict[str, Any]]:
     """The cell's final checkpoint's metrics: its eval.jsonl's line for it, else evaluated
     now (``mapush eval --checkpoint RUN``, MAPush's calculator)."""
-    from mapush.run.checkpoints import latest_checkpoint
+    from mapush.checkpoints.store import latest_checkpoint
 
     run = Path(cell["run_dir"])
     latest = latest_checkpoint(run) if run.is_dir() else None

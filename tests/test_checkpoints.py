@@ -9,8 +9,8 @@ import time
 import pytest
 
 from mapush.errors import UsageError
-from mapush.run.atomic import write_json
-from mapush.run.checkpoints import (atomic_checkpoint, latest_checkpoint, list_checkpoints,
+from mapush.common.atomic import write_json
+from mapush.checkpoints.store import (atomic_checkpoint, latest_checkpoint, list_checkpoints,
                                     resolve_resume)
 
 
@@ -56,7 +56,7 @@ def test_sigkill_mid_write_leaves_previous_checkpoint(tmp_path):
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from mapush.run.checkpoints import atomic_checkpoint\n"
+        "from mapush.checkpoints.store import atomic_checkpoint\n"
         "with atomic_checkpoint(Path(sys.argv[1]), 'step-200', {'step': 200}) as tmp:\n"
         "    (tmp / 'model.pt').write_bytes(b'partial')\n"
         "    print('writing', flush=True)\n"

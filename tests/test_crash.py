@@ -6,7 +6,7 @@ import pytest
 
 from mapush.diagnostics.gpu import DeviceFacts, GpuFacts
 from mapush.run import crash
-from mapush.run.phases import PHASES
+from mapush.common.phases import PHASES
 from mapush.spec import RunSpec
 from tests.conftest import double_env, run_mapush
 

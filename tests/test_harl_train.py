@@ -187,7 +187,7 @@ def test_happo_run_dir_has_config_with_pins_and_patches(happo):
 
 
 def test_happo_phases_in_order(happo):
-    from mapush.run.phases import read_phases
+    from mapush.common.phases import read_phases
 
     seen = read_phases(str(happo["run_dir"] / "phases.log"))
     order = [seen.index(p) for p in ("start", "first_step", "training", "checkpoint",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mapush.policy_file import sha256
+from mapush.checkpoints.policy import sha256
 from tests.conftest import DOUBLE_ROOT, double_env, double_log, one_error, run_mapush, tree_hash
 
 NUM_ENVS = 8

@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from mapush.run.checkpoints import latest_checkpoint, list_checkpoints, read_meta
+from mapush.checkpoints.store import latest_checkpoint, list_checkpoints, read_meta
 from tests.conftest import REPO
 
 WRITER = r"""
 import os, sys, time
 from pathlib import Path
-from mapush.run.checkpoints import atomic_checkpoint
+from mapush.checkpoints.store import atomic_checkpoint
 run_dir = Path(sys.argv[1])
 with atomic_checkpoint(run_dir, "step-100", {"step": 100}) as tmp:
     (tmp / "model.bin").write_bytes(b"A" * 4096)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mapush.checkpoint_source import describe, parse_success_rate
-from mapush.policy_file import input_dim, sha256
+from mapush.checkpoints.source import describe, parse_success_rate
+from mapush.checkpoints.policy import input_dim, sha256
 from tests.conftest import DOUBLE_ROOT, REPO, double_env, double_log, one_error, run_mapush
 
 NUM_ENVS = 8
@@ -295,7 +295,7 @@ def test_parse_their_success_rate_file():
 MISSING_PIECE = r"""
 import sys
 from mapush.errors import UsageError
-from mapush.policy_file import load_module
+from mapush.checkpoints.policy import load_module
 try:
     load_module(sys.argv[1], "cpu", "--checkpoint")
 except UsageError as exc:

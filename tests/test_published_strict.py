@@ -47,7 +47,7 @@ CHECK = r'''
 import json, sys
 import numpy as np
 import torch
-from mapush.policy_file import load_module  # torch.load of the whole module, strictly
+from mapush.checkpoints.policy import load_module  # torch.load of the whole module, strictly
 path, dim, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 module = load_module(path, "cpu", "test")
 rng = np.random.default_rng(0)

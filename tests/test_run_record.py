@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mapush.run.checkpoints import latest_checkpoint, list_checkpoints
+from mapush.checkpoints.store import latest_checkpoint, list_checkpoints
 from tests.conftest import double_env, one_error, run_mapush, tree_hash
 
 NUM_ENVS = 8
@@ -291,7 +291,7 @@ def test_the_eval_child_simulates_into_a_scratch_folder(monkeypatch, tblock):
 
 # -- faults: a full disk, a read-only folder ----------------------------------------------
 def test_a_full_disk_keeps_the_previous_file(tmp_path, monkeypatch):
-    from mapush.run import atomic
+    from mapush.common import atomic
 
     path = tmp_path / "config.json"
     atomic.write_json(path, {"a": 1})
@@ -309,7 +309,7 @@ def test_a_full_disk_keeps_the_previous_file(tmp_path, monkeypatch):
 
 def test_a_full_disk_during_a_checkpoint_keeps_the_last_one(tmp_path):
     from mapush.errors import MapushError
-    from mapush.run.checkpoints import atomic_checkpoint
+    from mapush.checkpoints.store import atomic_checkpoint
 
     with atomic_checkpoint(tmp_path, "a", {"step": 1}) as folder:
         (folder / "w.pt").write_bytes(b"one")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mapush.run.checkpoints import latest_checkpoint, list_checkpoints
+from mapush.checkpoints.store import latest_checkpoint, list_checkpoints
 from tests.conftest import double_env, run_mapush
 
 PER_UPDATE = 8 * 20  # --num-envs 8 x episode_length 20

@@ -287,7 +287,7 @@ def probe_isaacgym(timeout: float = 120.0) -> Tuple[Optional[str], str]:
 
 
 def check_isaacgym(_opts: Options, state: Dict[str, Any]) -> Check:
-    from mapush.sim import ISAACGYM_HINT
+    from mapush.errors import ISAACGYM_HINT
 
     pkg, error = probe_isaacgym()
     state["isaacgym_dir"] = pkg

@@ -205,7 +205,7 @@ def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Op
     Logs the choice to stderr and ``<run_dir>/contact_budget.json`` (read by crash reports);
     stops with a diagnosis when even the minimum does not fit in the free memory."""
     from mapush.errors import MapushError
-    from mapush.run.atomic import write_json
+    from mapush.common.atomic import write_json
 
     device = str(spec.sim_device)
     if not device.startswith("cuda"):

@@ -22,12 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mapush.checkpoint_source import describe, resolve, run_checkpoints
+from mapush.checkpoints.source import describe, resolve, run_checkpoints
 from mapush.errors import MapushError, UsageError
 from mapush.eval.calculator import PROGRESS
 from mapush.proc import signal_name
-from mapush.run.atomic import writable, write_json, write_text
-from mapush.run.checkpoints import checkpoints_dir
+from mapush.common.atomic import writable, write_json, write_text
+from mapush.checkpoints.store import checkpoints_dir
 from mapush.spec import UPPER, UPPER_OBS_DIM, EvalSpec
 
 EVAL_FILE = "eval.jsonl"
@@ -46,7 +46,7 @@ def check_fits(info: Dict[str, Any], what: str = "--checkpoint") -> None:
     simulation starts: a mismatch names both dims and the objects that would fit."""
     from mapush.objects import ConfigReadError, object_config_path, objects_with_obs_dim, \
         read_object_facts
-    from mapush.policy_file import input_dim
+    from mapush.checkpoints.policy import input_dim
 
     if info.get("task") == UPPER:
         dim = input_dim(info["checkpoint"])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from mapush.errors import MapushError
-from mapush.run.leave import leave
+from mapush.common.leave import leave
 from mapush.spec import UPPER, EvalSpec, RunSpec
 
 PROGRESS = "mapush-progress"  # stderr lines "mapush-progress DONE TOTAL" when asked
@@ -137,10 +137,9 @@ def _scratch() -> str:
 def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     """Build the checkpoint's env, load its policy, run the calculator."""
     from mapush import sim, trainers
-    from mapush.run.child import headless_figures
 
     figures = request.figures
-    headless_figures(Path(figures) if figures else None)
+    sim.headless_figures(Path(figures) if figures else None)
     sim.import_isaacgym()  # before torch
     checkpoint = Path(request.checkpoint)
     spec = RunSpec(algo=request.algo, task=request.task, object=request.object,

@@ -5,28 +5,27 @@ process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym
 (incident 002), and nothing is left to clean up by then.
 """
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Optional
 
 from mapush import trainers
 from mapush.errors import MapushError
 from mapush.proc import signal_name, stop_signals
-from mapush.run import phases
-from mapush.run.atomic import DISK_FULL
-from mapush.run.checkpoints import read_meta
+from mapush.common import phases
+from mapush.common.atomic import DISK_FULL
+from mapush.checkpoints.store import read_meta
 from mapush.run.context import RunContext, StopFlag
-from mapush.run.leave import leave
+from mapush.common.leave import leave
 from mapush.spec import RunSpec
+
 
 def run(config_path: str, stop: StopFlag) -> int:
     phases.mark("start")
     spec = RunSpec.from_dict(json.loads(Path(config_path).read_text())["spec"])
-    headless_figures(Path(spec.run_dir) / "figures")
     from mapush import sim
 
+    sim.headless_figures(Path(spec.run_dir) / "figures")
     sim.import_isaacgym()  # before anything imports torch
     ctx = RunContext(spec, stop=stop)
     if spec.resume:
@@ -39,16 +38,6 @@ def run(config_path: str, stop: StopFlag) -> int:
         print("mapush: stopped by %s after the final checkpoint" % signal_name(stop.signum),
               file=sys.stderr)
     return int(code)
-
-
-def headless_figures(folder: Optional[Path]) -> None:
-    """matplotlib never opens a window (the high level's RRT figures): the Agg backend;
-    the figures go to ``folder``, none without one (patches/mapush/04)."""
-    os.environ["MPLBACKEND"] = "Agg"
-    if folder is not None:
-        os.environ["MAPUSH_FIGURE_DIR"] = str(folder.resolve())
-    else:
-        os.environ.pop("MAPUSH_FIGURE_DIR", None)
 
 
 def main() -> None:

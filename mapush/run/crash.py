@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from mapush.run.phases import read_phases
+from mapush.common.phases import read_phases
 from mapush.spec import RunSpec
 
 PHASE_LOG = "phases.log"  # same name as mapush.run.train.PHASE_LOG

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
-from mapush.checkpoint_source import RUN_CONFIG
+from mapush.checkpoints.source import RUN_CONFIG
 from mapush.errors import UsageError
 from mapush.spec import RunSpec
 
@@ -48,7 +48,7 @@ def _same_path(a: Optional[str], b: Optional[str]) -> bool:
 
 
 def _sha(path: Optional[str]) -> Optional[str]:
-    from mapush.policy_file import sha256
+    from mapush.common.hashing import sha256
 
     return sha256(path) if path and Path(path).is_file() else None
 
@@ -127,7 +127,7 @@ def _check_command_net(args: argparse.Namespace, spec: RunSpec) -> None:
 
 
 def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
-    from mapush.checkpoint_source import resolve
+    from mapush.checkpoints.source import resolve
 
     given = str(resolve(args.init_from, "--init-from").resolve())
     if not _same_path(given, spec.init_from):
@@ -137,8 +137,8 @@ def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
 def resume_target(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
     """``--resume RUN_DIR_OR_CHECKPOINT`` -> ``(run_dir, checkpoint or None, meta)``. A run
     that stopped before its first checkpoint resumes from step 0 with its record."""
-    from mapush.checkpoint_source import is_upstream_run
-    from mapush.run.checkpoints import latest_checkpoint, resolve_resume
+    from mapush.checkpoints.source import is_upstream_run
+    from mapush.checkpoints.store import latest_checkpoint, resolve_resume
 
     path = Path(target)
     if is_upstream_run(path) or is_upstream_run(path.parent.parent):

@@ -4,7 +4,6 @@ The simulation runs in a child process so that a crash inside Isaac Gym/PhysX (a
 SIGSEGV) can be reported with the phase it happened in, and so that SIGINT/SIGTERM reach a
 process that can still write its final checkpoint.
 """
-import datetime
 import os
 import signal
 import subprocess
@@ -13,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from mapush.common.clock import now
+from mapush.common.hashing import sha256
 from mapush.errors import MapushError, UsageError
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
-from mapush.run.atomic import DISK_FULL, write_json, write_text
+from mapush.common.atomic import DISK_FULL, write_json, write_text
 from mapush.spec import UPPER, RunSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,18 +29,12 @@ CONFIG = "config.json"
 PHASE_LOG = "phases.log"
 
 
-def _now() -> str:
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-
-
 def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
     """Copy the run's object config into ``<run_dir>/task/config.py`` (as upstream's
     train.py copies it into its results folder) and point the spec at the copy, so the run,
     its resumes and its evaluation use the same file (a resume does not stage again)."""
-    from mapush.checkpoint_source import OBJECT_CONFIG
+    from mapush.checkpoints.source import OBJECT_CONFIG
     from mapush.objects import mapush_root, object_config_path
-    from mapush.policy_file import sha256
-
     copy = Path(spec.run_dir) / OBJECT_CONFIG
     if spec.task == UPPER:
         # The high level runs MQE's installed upper config, not an object's.
@@ -66,8 +61,6 @@ def stage_overrides(spec: RunSpec) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     happens to the user's file."""
     if not spec.config:
         return spec, None
-    from mapush.policy_file import sha256
-
     copy = Path(spec.run_dir) / OVERRIDES
     write_text(copy, Path(spec.config).read_text())
     return spec.with_changes(config=str(copy.resolve())), {
@@ -90,7 +83,7 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     path = run_dir / CONFIG
     if record is not None:
         resumes = list(record.get("resumes", []))  # type: List[Any]
-        resumes.append({"at": _now(), "from": spec.resume, "steps": spec.steps,
+        resumes.append({"at": now(), "from": spec.resume, "steps": spec.steps,
                         "num_envs": spec.num_envs, "command": sys.argv,
                         "spec": spec.to_dict(), "provenance": _stack_record(path)})
         write_json(path, dict(record, spec=spec.to_dict(), resumes=resumes))
@@ -98,17 +91,15 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     run_dir.mkdir(parents=True, exist_ok=True)
     spec, object_config = stage_object_config(spec)
     spec, overrides = stage_overrides(spec)
-    new = {"spec": spec.to_dict(), "provenance": _stack_record(path), "created": _now(),
+    new = {"spec": spec.to_dict(), "provenance": _stack_record(path), "created": now(),
            "command": sys.argv, "object_config": object_config,
            "start": {"steps": spec.steps, "num_envs": spec.num_envs}}  # type: Dict[str, Any]
     if overrides:
         new["config_override"] = overrides
     if spec.command_net:
-        from mapush.policy_file import sha256
-
-        new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
+            new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
     if spec.init_from:
-        from mapush.policy_file import checkpoint_sha256
+        from mapush.checkpoints.policy import checkpoint_sha256
 
         new["init_from"] = {"checkpoint": spec.init_from,
                             "sha256": checkpoint_sha256(spec.init_from)}
@@ -175,7 +166,7 @@ def start_child(spec: RunSpec, config_path: Path, lock_fd: Optional[int] = None
 
 
 def _newest_checkpoint(spec: RunSpec) -> str:
-    from mapush.run.checkpoints import latest_checkpoint
+    from mapush.checkpoints.store import latest_checkpoint
 
     latest = latest_checkpoint(Path(spec.run_dir))
     return "%s (step %d)" % (latest[1], latest[0]) if latest else "none"
@@ -183,7 +174,7 @@ def _newest_checkpoint(spec: RunSpec) -> str:
 
 def check_writable(spec: RunSpec, resuming: bool) -> None:
     """A read-only run folder (or parent) is one UsageError before anything starts."""
-    from mapush.run.atomic import writable
+    from mapush.common.atomic import writable
 
     run_dir = Path(spec.run_dir)
     folders = [run_dir] + [run_dir / sub for sub in ("checkpoints", "logs", "task")
@@ -202,7 +193,7 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     trainer's config (keys, values, steps), a resume with nothing left to train, a
     read-only folder."""
     from mapush import trainers
-    from mapush.run.checkpoints import read_meta
+    from mapush.checkpoints.store import read_meta
 
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
     try:

@@ -5,7 +5,7 @@ A trainer is a module in this package, run inside the training child, with:
 - ``planned_updates(spec, resume_meta) -> int``: checked in the parent before a run starts;
 - ``load_policy(checkpoint, env, spec)``: the policy ``mapush eval`` drives, obs -> actions;
 - ``init_weights``: ``--init-from``'s weights copied into a new run's policy and value net.
-Its checkpoints are told apart by :func:`mapush.policy_file.kind`, which names the library
+Its checkpoints are told apart by :func:`mapush.checkpoints.policy.kind`, which names the library
 here. Adding a trainer: one module, its configs in ``configs/``, one line in ``TRAINERS``
 (docs/architecture.md). Nothing here imports a training library: the parent stays light.
 """

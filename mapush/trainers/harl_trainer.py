@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 from mapush.errors import MapushError, UsageError
-from mapush.run import phases
-from mapush.run.atomic import write_json
-from mapush.run.checkpoints import atomic_checkpoint
+from mapush.common import phases
+from mapush.common.atomic import write_json
+from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext
 from mapush.spec import RunSpec
 

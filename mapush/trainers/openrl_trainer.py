@@ -8,7 +8,6 @@ schedule), and SIGINT/SIGTERM end the run with a final checkpoint.
 
 Runs in the training child, after :func:`mapush.sim.import_isaacgym`.
 """
-import hashlib
 import logging
 import os
 import re
@@ -27,15 +26,17 @@ from openrl.runners.common import PPOAgent
 from openrl.utils.callbacks.checkpoint_callback import CheckpointCallback
 from openrl.utils.logger import Logger
 
-from mapush import policy_file, sim
+from mapush import sim
+from mapush.checkpoints import policy as policy_file
 from mapush.envs.openrl_env import OpenRLEnv
 from mapush.errors import UsageError
-from mapush.run import phases
-from mapush.run.atomic import write_json
-from mapush.run.checkpoints import atomic_checkpoint, checkpoints_dir
+from mapush.common import phases
+from mapush.common.hashing import sha256
+from mapush.common.atomic import write_json
+from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import RunContext
 from mapush.run.watchdog import MemoryWatchdog
-from mapush.policy_file import module_path
+from mapush.checkpoints.policy import module_path
 from mapush.spec import UPPER, RunSpec
 from mapush.trainers import CONFIG_DIR, by_library
 
@@ -178,18 +179,14 @@ class RunLogger(Logger):
 
 # -- checkpoints ------------------------------------------------------------------------
 def _digest(path: Path) -> Dict[str, Any]:
-    sha = hashlib.sha256()
-    with open(str(path), "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            sha.update(block)
-    return {"bytes": path.stat().st_size, "sha256": sha.hexdigest()}
+    return {"bytes": path.stat().st_size, "sha256": sha256(path)}
 
 
 def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
     """The OpenRL module saved in ``checkpoint`` (a folder holding ``module.pt``, or the
     file: ours or the authors'), on ``device``. A missing, altered or unreadable file is a
     UsageError."""
-    from mapush.run.checkpoints import read_meta
+    from mapush.checkpoints.store import read_meta
 
     path = module_path(checkpoint)
     meta = read_meta(path.parent) or {}

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import pytest
 from _pytest.junitxml import xml_key
 
-from mapush.run.atomic import write_json
+from mapush.common.atomic import write_json
 from mapush.trainers import episode_length
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"

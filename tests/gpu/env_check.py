@@ -14,8 +14,8 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 from mapush.errors import MapushError
-from mapush.run import phases
-from mapush.run.leave import leave
+from mapush.common import phases
+from mapush.common.leave import leave
 from mapush.spec import RunSpec
 
 

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import pytest
 
 from mapush.events import event_files, read_scalars
-from mapush.run.checkpoints import list_checkpoints
-from mapush.run.phases import read_phases
+from mapush.checkpoints.store import list_checkpoints
+from mapush.common.phases import read_phases
 from tests.gpu.conftest import TIMEOUTS, ChildResult, Smoke, StageFailure
 
 ENV_STEPS = 20

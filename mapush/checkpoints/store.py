@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
-from mapush.run.atomic import disk_full, fsync_dir, fsync_tree, write_json
+from mapush.common.atomic import disk_full, fsync_dir, fsync_tree, write_json
 
 META = "meta.json"
 TMP_PREFIX = ".tmp-"

@@ -20,6 +20,7 @@ import types
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
+from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 
 MODULE_FILE = "module.pt"
@@ -42,14 +43,6 @@ def kind(checkpoint: Any) -> Optional[str]:
     if (path / HARL_ACTOR).is_file():
         return "harl"
     return None
-
-
-def sha256(path: Any) -> str:
-    digest = hashlib.sha256()
-    with open(str(path), "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checkpoint_sha256(checkpoint: Any) -> str:

@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from mapush.errors import UsageError
 from mapush.trainers import DEFAULT_ALGO
 from mapush.objects import read_object_name
-from mapush.policy_file import HARL_ACTOR, MODULE_FILE
-from mapush.run.checkpoints import checkpoints_dir, latest_checkpoint, list_checkpoints, \
+from mapush.checkpoints.policy import HARL_ACTOR, MODULE_FILE
+from mapush.checkpoints.store import checkpoints_dir, latest_checkpoint, list_checkpoints, \
     read_meta
 
 RUN_CONFIG = "config.json"
