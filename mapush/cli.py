@@ -15,7 +15,7 @@ from mapush.errors import MapushError, UsageError
 from mapush.objects import check_object_name
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
-    DEFAULT_NUM_ENVS, DEFAULT_STEPS, MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, \
+    CALCULATOR_NUM_ENVS, DEFAULT_STEPS, SMOKE_NUM_ENVS, TRAIN_NUM_ENVS, MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, \
     check_upper_object, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip the doctor checks before starting (not recommended)")
 
     doctor = sub.add_parser("doctor", help="check GPU, driver, Isaac Gym, patches, MAPush")
-    doctor.add_argument("--num-envs", type=positive_int, default=200,
+    doctor.add_argument("--num-envs", type=positive_int, default=TRAIN_NUM_ENVS[MID],
                         help="envs the memory check sizes for")
     doctor.add_argument("--object", default=None,
                         help="size the memory check for this object (default: the object "
@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--report", default="runs/smoke/report.json", metavar="FILE",
                        help="JSON report (a JUnit XML is written beside it)")
     _devices(smoke, "device of the simulation", "device of the policy")
-    smoke.add_argument("--num-envs", type=positive_int, default=8,
+    smoke.add_argument("--num-envs", type=positive_int, default=SMOKE_NUM_ENVS,
                        help="envs of the env, training and eval stages (a handful: it is a smoke test)")
 
     ev = sub.add_parser("eval", help="success rate, finished time, collision and "
@@ -202,15 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the object: cuboid (the high level pushes MQE's 1.2 x 1.2 box, "
                            "go1_push_upper_config.py:20, so other objects are refused)")
     pipe.add_argument("--seed", type=non_negative_int, default=1, help="random seed")
-    pipe.add_argument("--num-envs", type=positive_int, default=200,
+    pipe.add_argument("--num-envs", type=positive_int, default=TRAIN_NUM_ENVS[MID],
                       help="envs of the mid-level training")
-    pipe.add_argument("--upper-num-envs", type=positive_int, default=500,
+    pipe.add_argument("--upper-num-envs", type=positive_int, default=TRAIN_NUM_ENVS[UPPER],
                       help="envs of the high-level training (upstream's 500)")
     pipe.add_argument("--mid-steps", type=positive_int, default=DEFAULT_STEPS,
                       help="env steps of the mid-level training")
     pipe.add_argument("--upper-steps", type=positive_int, default=DEFAULT_STEPS,
                       help="env steps of the high-level training")
-    pipe.add_argument("--eval-envs", type=positive_int, default=300,
+    pipe.add_argument("--eval-envs", type=positive_int, default=CALCULATOR_NUM_ENVS,
                       help="envs of each evaluation (MAPush's calculator: 300)")
     pipe.add_argument("--config", type=existing_file, metavar="FILE",
                       help="YAML overriding the mid level's PPO config")
@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--runner", help="the command that runs `mapush` for a cell; {gpu} is the "
                                      "cell's GPU (default: this Python's mapush; make sweep "
                                      "uses docker compose)")
-    sw.add_argument("--eval-envs", type=positive_int, default=300,
+    sw.add_argument("--eval-envs", type=positive_int, default=CALCULATOR_NUM_ENVS,
                     help="--report: envs when a cell's final checkpoint is evaluated")
     sw.add_argument("--root", default="runs/sweeps", metavar="DIR",
                     help="where sweeps live")
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "authors' results folder)")
     rep.add_argument("--checkpoints", default="last3", choices=("last3", "all"),
                      help="the last three checkpoints of each run, or all of them")
-    rep.add_argument("--num-envs", type=positive_int, default=300,
+    rep.add_argument("--num-envs", type=positive_int, default=CALCULATOR_NUM_ENVS,
                      help="envs per checkpoint (the authors' calculator used 300)")
     rep.add_argument("--seed", type=non_negative_int, default=CALCULATOR_SEED,
                      help="the authors' test seed (default: %(default)s, OpenRL's default, "
@@ -415,7 +415,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     return RunSpec(
         algo=args.algo, task=args.task, object=obj,
-        num_envs=args.num_envs or DEFAULT_NUM_ENVS[args.task],
+        num_envs=args.num_envs or TRAIN_NUM_ENVS[args.task],
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
         rl_device=args.rl_device, resume=None, checkpoint_interval=args.checkpoint_interval,
         record_video=args.record_video,

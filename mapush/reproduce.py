@@ -28,7 +28,6 @@ from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.common.atomic import write_json, write_text
 
-DEFAULT_NUM_ENVS = 300  # the authors' calculator (task/<object>/train.sh)
 SIGMAS = 3.0
 CHOICES = ("last3", "all")
 

@@ -16,9 +16,15 @@ DEFAULT_CHECKPOINT_INTERVAL = 10_000_000
 # (openrl/configs/config.py:32; set at openrl_ws/utils.py:255; the published
 # success_rate.txt files say "Setting seed: 0").
 CALCULATOR_SEED = 0
-# Envs by task: the mid level's `make train` default, and the high level as upstream trains
-# it (openrl_ws/train.py --num_envs 500; docs/upstream.md).
-DEFAULT_NUM_ENVS = {MID: 200, UPPER: 500}
+# Envs, by what they are for (each default of every command is one of these):
+# - training, by task: the mid level's `make train` default, and the high level as upstream
+#   trains it (openrl_ws/train.py --num_envs 500; docs/upstream.md); the doctor sizes for the
+#   mid level's;
+# - MAPush's calculator (mapush eval, reproduce, a sweep's report): task/<object>/train.sh;
+# - the smoke test: a handful.
+TRAIN_NUM_ENVS = {MID: 200, UPPER: 500}
+CALCULATOR_NUM_ENVS = 300
+SMOKE_NUM_ENVS = 8
 # The high level's observation: hard-coded for 2 robots and 2 obstacles
 # (go1_push_upper_wrapper.py:89); the mid-level policy it drives takes 8 (line 291).
 UPPER_OBS_DIM = 26

@@ -23,7 +23,7 @@ from mapush.diagnostics import physx_budget
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.errors import MapushError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
-from mapush.spec import RunSpec
+from mapush.spec import MID, TRAIN_NUM_ENVS, RunSpec
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 PATCH_COMPONENTS = ("openrl", "harl", "mapush")
@@ -90,7 +90,7 @@ class Check:
 
 @dataclass
 class Options:
-    num_envs: int = 200
+    num_envs: int = TRAIN_NUM_ENVS[MID]
     sim_device: str = "cuda:0"
     rl_device: str = "cuda:0"
     object: Optional[str] = None

@@ -28,11 +28,10 @@ from mapush.eval.calculator import PROGRESS
 from mapush.proc import signal_name
 from mapush.common.atomic import writable, write_json, write_text
 from mapush.checkpoints.store import checkpoints_dir
-from mapush.spec import UPPER, UPPER_OBS_DIM, EvalSpec
+from mapush.spec import CALCULATOR_NUM_ENVS, UPPER, UPPER_OBS_DIM, EvalSpec
 
 EVAL_FILE = "eval.jsonl"
 VIDEO_DIR = "videos"
-DEFAULT_NUM_ENVS = 300  # MAPush's calculator (task/<object>/train.sh)
 # The paper's four (openrl_ws/test.py:136-146), then the obstacle collision degree of
 # patches/mapush/05 (upstream's collision degree counts the final target and one obstacle in
 # the high level: docs/upstream.md).
@@ -256,7 +255,7 @@ def check_rendering() -> None:
 def main(args: argparse.Namespace) -> int:
     video = getattr(args, "video", False)
     if getattr(args, "num_envs", None) is None:
-        args.num_envs = 1 if video else DEFAULT_NUM_ENVS
+        args.num_envs = 1 if video else CALCULATOR_NUM_ENVS
     if getattr(args, "run", None):
         if video:
             raise UsageError("--video records one checkpoint: use --checkpoint, not --run")

@@ -26,6 +26,7 @@ import pytest
 from _pytest.junitxml import xml_key
 
 from mapush.common.atomic import write_json
+from mapush.spec import SMOKE_NUM_ENVS
 from mapush.trainers import episode_length
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
@@ -34,7 +35,7 @@ REPORT_VERSION = 1
 # CPU test double). Each training run does UPDATES updates of the shipped config (episode
 # length x envs steps each) and saves a checkpoint after CHECKPOINT_AFTER of them, plus the
 # final one.
-NUM_ENVS = 8
+NUM_ENVS = SMOKE_NUM_ENVS
 UPDATES = 3
 CHECKPOINT_AFTER = 2
 # Time limits in seconds (pytest-timeout). Their sum (545 s) keeps the whole run under ten
@@ -196,7 +197,7 @@ def pytest_addoption(parser: Any) -> None:
     group.addoption("--smoke-report", help="the JSON report (its folder is the work folder)")
     group.addoption("--sim-device", default="cuda:0")
     group.addoption("--rl-device", default="cuda:0")
-    group.addoption("--num-envs", type=int, default=8)
+    group.addoption("--num-envs", type=int, default=NUM_ENVS)
 
 
 def pytest_configure(config: Any) -> None:
