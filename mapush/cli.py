@@ -375,6 +375,17 @@ def resolve_command_net(given: Optional[str]) -> str:
     return str(module_path(checkpoint).resolve())
 
 
+def train_options(**options: Any) -> argparse.Namespace:
+    """``mapush train``'s options with every default from its parser and ``options`` set:
+    what a command that trains in-process (``mapush pipeline``) hands :func:`spec_from_args`."""
+    args = build_parser().parse_args(["train"])
+    for key, value in options.items():
+        if not hasattr(args, key):
+            raise TypeError("mapush train has no option %s" % key)
+        setattr(args, key, value)
+    return args
+
+
 def given_options(argv: List[str]) -> Set[str]:
     """The ``mapush train`` options written on the command line (not left at a default)."""
     parser = build_parser()

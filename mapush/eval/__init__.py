@@ -132,17 +132,22 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
                                 universal_newlines=True)
         last = ""
         assert proc.stderr is not None and proc.stdout is not None
-        for line in proc.stderr:
-            if line.startswith(PROGRESS):
-                if on_progress is not None:
-                    _tag, done, total = line.split()
-                    on_progress(int(done), int(total))
-                continue
-            if echo:
-                sys.stderr.write(line)
-            if line.strip():
-                last = line.strip()
-        out = proc.stdout.read()
+        try:
+            for line in proc.stderr:
+                if line.startswith(PROGRESS):
+                    if on_progress is not None:
+                        _tag, done, total = line.split()
+                        on_progress(int(done), int(total))
+                    continue
+                if echo:
+                    sys.stderr.write(line)
+                if line.strip():
+                    last = line.strip()
+            out = proc.stdout.read()
+        except BaseException:  # a stop raised in this process ends the child too
+            proc.kill()
+            proc.wait()
+            raise
         code = proc.wait()
     if code < 0:
         return code, None, "error: the evaluation process died from %s" % signal_name(-code)

@@ -231,12 +231,13 @@ def _disk_full(exc: OSError, what: Path) -> MapushError:
                        "space and run the command again" % (os.strerror(exc.errno), what))
 
 
-def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None
-          ) -> int:
+def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None,
+          outcome: Optional[List[ChildOutcome]] = None) -> int:
     """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
     final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
     the child died from a signal. ``record``: the config.json of the run a resume
-    continues (None: a new run). Nothing is written before every check passed."""
+    continues (None: a new run); ``outcome`` receives how the child ended. Nothing is
+    written before every check passed."""
     if preflight:
         from mapush.diagnostics.doctor import preflight as run_preflight
 
@@ -251,22 +252,24 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
                 raise _disk_full(exc, Path(spec.run_dir) / CONFIG)
             raise
         print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
-        outcome = start_child(spec, config_path, lock.fd)
+        ended = start_child(spec, config_path, lock.fd)
     finally:
         lock.release()
-    status = outcome.status
-    if outcome.killed:
+    if outcome is not None:
+        outcome.append(ended)
+    status = ended.status
+    if ended.killed:
         print("error: the training process did not stop within %.0f s of %s and was killed; "
               "newest complete checkpoint: %s (resume with --resume %s)"
-              % (stop_grace_s(), signal_name(outcome.stop_signal or signal.SIGTERM),
+              % (stop_grace_s(), signal_name(ended.stop_signal or signal.SIGTERM),
                  _newest_checkpoint(spec), spec.run_dir), file=sys.stderr)
         return 128 + signal.SIGKILL
     if status < 0:
         from mapush.run.crash import report_crash
 
         return report_crash(spec, -status)
-    if status == 0 and outcome.stop_signal is not None:
+    if status == 0 and ended.stop_signal is not None:
         print("mapush: stopped by %s; newest checkpoint: %s (resume with --resume %s)"
-              % (signal_name(outcome.stop_signal), _newest_checkpoint(spec),
+              % (signal_name(ended.stop_signal), _newest_checkpoint(spec),
                  spec.run_dir), file=sys.stderr)
     return status
