@@ -31,8 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 SHIM = REPO / "benchmarks" / "shim"
 DOUBLES = REPO / "tests" / "doubles"
 OBJECT_ROOT = DOUBLES / "mapush_root"
-TRAINERS = {"happo": "mapush.trainers.harl_trainer", "mappo": "mapush.trainers.harl_trainer",
-            "hatrpo": "mapush.trainers.harl_trainer", "ppo": "mapush.trainers.openrl_trainer"}
 
 
 def child_env(site: Optional[str], records: Optional[str], physics_us: float = 0.0,
@@ -194,7 +192,9 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
 
-    trainer = importlib.import_module(TRAINERS[algo])
+    from mapush import trainers
+
+    trainer = trainers.load(algo)  # the registry's answer, as the training child asks it
     run_dir = tempfile.mkdtemp(prefix="bench-%s-%d-" % (algo, num_envs))
     spec = RunSpec(algo=algo, task="go1push_mid", object="cuboid", num_envs=num_envs,
                    steps=steps, seed=1, run_dir=run_dir, sim_device=device, rl_device=device,
