@@ -99,8 +99,28 @@ def check_run_record() -> str:
     return "runs record every pin, version and patch"
 
 
+def check_smoke() -> str:
+    """``mapush smoke``'s stages are where it looks, and pytest (with pytest-timeout, from
+    the lock) collects them."""
+    folder = os.environ.get("MAPUSH_SMOKE_TESTS", "")
+    tests = os.path.join(folder, "test_stages.py")
+    if not os.path.isfile(tests):
+        raise AssertionError("no smoke stages at MAPUSH_SMOKE_TESTS=%s" % folder)
+    if importlib.util.find_spec("pytest_timeout") is None:
+        raise AssertionError("pytest-timeout is not installed: the stages' time limits need it")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                           "no:cacheprovider", tests],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True)
+    stages = [line for line in proc.stdout.splitlines() if "::test_" in line]
+    if proc.returncode != 0 or not stages:
+        raise AssertionError("pytest does not collect %s: %s"
+                             % (tests, proc.stdout.strip().splitlines()[-1:]))
+    return "mapush smoke: %d stages collected from %s" % (len(stages), folder)
+
+
 CHECKS = [check_openrl, check_harl, check_patches, check_installed, check_pip,
-          check_run_record]  # type: List[Callable[[], str]]
+          check_run_record, check_smoke]  # type: List[Callable[[], str]]
 
 
 def main() -> int:
