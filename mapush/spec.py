@@ -6,7 +6,7 @@ downstream re-parses options.
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Type, TypeVar
 
 MID, UPPER = "go1push_mid", "go1push_upper"
 TASKS = (MID, UPPER)
@@ -53,8 +53,24 @@ def check_upper_object(obj: str, object_config: Optional[str] = None) -> None:
                                                               obj, obj))
 
 
+SpecT = TypeVar("SpecT", bound="SpecFile")
+
+
+class SpecFile(object):
+    """A spec as the file that crosses a process boundary: JSON-ready, read back ignoring
+    keys it does not know (a newer writer's, or a caller's extra facts)."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: Type[SpecT], data: Dict[str, Any]) -> SpecT:
+        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+        return cls(**{k: v for k, v in data.items() if k in known})  # type: ignore[call-arg]
+
+
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(SpecFile):
     algo: str
     task: str
     object: str
@@ -89,17 +105,9 @@ class RunSpec:
     def with_changes(self, **changes: Any) -> "RunSpec":
         return replace(self, **changes)
 
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "RunSpec":
-        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
-        return cls(**{k: v for k, v in data.items() if k in known})
-
 
 @dataclass(frozen=True)
-class EvalSpec:
+class EvalSpec(SpecFile):
     """What one evaluation child runs (``mapush eval``): a checkpoint, what rebuilds its
     env, and where figures and videos go."""
     checkpoint: str
@@ -118,14 +126,6 @@ class EvalSpec:
     figures: Optional[str] = None
     video: Optional[Dict[str, Any]] = None
     progress: bool = False
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "EvalSpec":
-        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
-        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:
