@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -326,7 +327,7 @@ def main(args: argparse.Namespace) -> int:
 def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
                 ) -> Optional[Dict[str, Any]]:
     """The cell's final checkpoint's metrics: its eval.jsonl's line for it, else evaluated
-    now (``mapush eval --checkpoint RUN``, MAPush's calculator)."""
+    now (:func:`mapush.eval.evaluate`, MAPush's calculator, as ``mapush eval``)."""
     from mapush.checkpoints.store import latest_checkpoint
 
     run = Path(cell["run_dir"])
@@ -341,20 +342,22 @@ def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
         if Path(line.get("checkpoint", "")).resolve() == latest[1].resolve() and \
                 line.get("success_rate") is not None:
             return line
-    command = [sys.executable, "-m", "mapush", "eval", "--checkpoint", str(latest[1]),
-               "--num-envs", str(args.eval_envs)] + sweep.devices()
+    from mapush.eval import describe_request, evaluate
+    from mapush.spec import CALCULATOR_SEED
+
     print("mapush sweep: evaluating %s" % latest[1], file=sys.stderr, flush=True)
-    proc = subprocess.run(command, stdout=subprocess.PIPE, universal_newlines=True)
-    if proc.returncode != 0:
-        return {"error": "mapush eval exited %d" % proc.returncode}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    options = argparse.Namespace(num_envs=args.eval_envs, seed=CALCULATOR_SEED,
+                                 sim_device=sweep.grid["sim_device"],
+                                 rl_device=sweep.grid["rl_device"])
+    code, result, last = evaluate(describe_request(str(latest[1]), options), options,
+                                  echo=True)
+    return result if result is not None else {"error": last or "exit status %d" % code}
 
 
 def _mean_std(values: List[float]) -> Dict[str, Any]:
-    n = len(values)
-    mean = sum(values) / n
-    std = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
-    return {"mean": mean, "std": std, "n": n}
+    """Mean and sample standard deviation (0 for one seed)."""
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": statistics.mean(values), "std": std, "n": len(values)}
 
 
 def report(sweep: Sweep, args: argparse.Namespace) -> int:
