@@ -131,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
     train.add_argument("--no-preflight", action="store_true",
                        help="skip the doctor checks before starting (not recommended)")
+    train.add_argument("--spec", metavar="FILE",
+                       help="every option as one JSON object, e.g. {\"algo\": \"ppo\", "
+                            "\"seed\": 2, \"run_dir\": \"runs/x\"} (mapush sweep writes one "
+                            "per cell); a run already in its run_dir is resumed with them")
 
     doctor = sub.add_parser("doctor", help="check GPU, driver, Isaac Gym, patches, MAPush")
     doctor.add_argument("--num-envs", type=positive_int, default=TRAIN_NUM_ENVS[MID],
@@ -386,6 +390,44 @@ def train_options(**options: Any) -> argparse.Namespace:
     return args
 
 
+SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "command")
+
+
+def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
+    """``mapush train --spec FILE``: the options in FILE, checked as the parser checks them,
+    into a RunSpec; when the run_dir already holds a run (its config.json), that run
+    continues with them (each must then equal the record, but the adjustable ones)."""
+    import json
+
+    try:
+        options = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError("--spec %s: cannot read it as a JSON object (%s)" % (path, exc))
+    if not isinstance(options, dict):
+        raise UsageError("--spec %s: holds %s, not a JSON object of options"
+                         % (path, type(options).__name__))
+    train = build_parser()._subparsers._group_actions[0].choices["train"]  # type: ignore
+    actions = {a.dest: a for a in train._actions if a.dest not in SPEC_EXCLUDED + ("help",)}
+    for key, value in sorted(options.items()):
+        action = actions.get(key)
+        if action is None:
+            raise UsageError("--spec %s: %r is not an option of mapush train (known: %s)"
+                             % (path, key, ", ".join(sorted(actions))))
+        try:
+            if action.type is not None and value is not None:
+                options[key] = action.type(str(value))
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise UsageError("--spec %s: %s: %s" % (path, key, exc))
+        if action.choices is not None and options[key] not in action.choices:
+            raise UsageError("--spec %s: %s %r is not one of %s"
+                             % (path, key, value, ", ".join(map(str, action.choices))))
+    given = {max(actions[k].option_strings, key=len) for k in options}
+    run_dir = options.get("run_dir")
+    if run_dir and (Path(run_dir) / "config.json").is_file():
+        return spec_from_args(train_options(resume=run_dir, **options), given | {"--resume"})
+    return spec_from_args(train_options(**options), given)
+
+
 def given_options(argv: List[str]) -> Set[str]:
     """The ``mapush train`` options written on the command line (not left at a default)."""
     parser = build_parser()
@@ -446,7 +488,15 @@ COMMANDS = {
 
 def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     if args.command == "train":
-        spec, record = spec_from_args(args, given_options(argv))
+        given = given_options(argv)
+        if args.spec:
+            others = sorted(given - {"--spec", "--no-preflight"})
+            if others:
+                raise UsageError("--spec %s holds every option; give %s in it, not beside it"
+                                 % (args.spec, ", ".join(others)))
+            spec, record = spec_from_file(args.spec)
+        else:
+            spec, record = spec_from_args(args, given)
         from mapush.run.train import train
 
         return train(spec, preflight=not args.no_preflight, record=record)

@@ -136,27 +136,23 @@ class Sweep(object):
         write_json(self.path, self.record)
 
     # -- a cell ---------------------------------------------------------------------------
-    def devices(self) -> List[str]:
-        return ["--sim-device", self.grid["sim_device"], "--rl-device", self.grid["rl_device"]]
-
-    def new_run_args(self, cell: Dict[str, Any]) -> List[str]:
-        """``mapush train`` options that start a cell's run."""
-        args = ["train", "--algo", cell["algo"], "--task", self.grid["task"], "--object",
-                cell["object"], "--seed", str(cell["seed"]), "--run-dir",
-                cell["run_dir"]] + self.devices()
-        for option, key in (("--steps", "steps"), ("--num-envs", "num_envs"),
-                            ("--config", "config")):
+    def spec_file(self, cell: Dict[str, Any]) -> Path:
+        """The cell's options for ``mapush train --spec`` (a new run, or its run resumed
+        with them), written beside the sweep's record; paths stay as given, relative to
+        where the runs are (``/work`` in the image), so a container reads them alike."""
+        options = {"algo": cell["algo"], "task": self.grid["task"], "object": cell["object"],
+                   "seed": cell["seed"], "run_dir": cell["run_dir"],
+                   "sim_device": self.grid["sim_device"], "rl_device": self.grid["rl_device"]}
+        for key in ("steps", "num_envs", "config"):
             if self.grid[key] is not None:
-                args += [option, str(self.grid[key])]
-        return args
+                options[key] = self.grid[key]
+        path = self.dir / "cells" / ("%s.json" % cell["name"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, options)
+        return path
 
     def train_args(self, cell: Dict[str, Any]) -> List[str]:
-        """A new run, or the resume of an interrupted one (it has a checkpoint): the same
-        options, and ``--resume``."""
-        run = Path(cell["run_dir"])
-        if (run / "config.json").is_file():  # a run of its own: --resume continues it
-            return self.new_run_args(cell) + ["--resume", str(run)]
-        return self.new_run_args(cell)
+        return ["train", "--spec", str(self.spec_file(cell))]
 
     def refresh(self) -> None:
         """Cell states from the cells' own ``cell.json`` (what Slurm tasks wrote)."""
@@ -222,7 +218,8 @@ class Sweep(object):
                                                             " ".join(command)),
                           file=sys.stderr, flush=True)
                     cell.update(state="running", gpu=gpu, started=now(),
-                                command=["mapush"] + argv)
+                                command=["mapush"] + argv, spec=argv[-1],
+                                resumed=(Path(cell["run_dir"]) / "config.json").is_file())
                     cell.pop("finished", None)
                     cell.pop("exit", None)
                     self.save()
@@ -266,7 +263,7 @@ class Sweep(object):
                                   for i, c in enumerate(cells)))
         for index, cell in enumerate(cells):
             write_text(self.dir / ("cell-%d.args" % index),
-                       "\n".join(self.new_run_args(cell)) + "\n")
+                       "\n".join(self.train_args(cell)) + "\n")
         command = [sbatch, "--parsable", "--array=0-%d" % (len(cells) - 1),
                    "--job-name=mapush-%s" % self.name,
                    "--output=%s" % (self.dir / "slurm-%A_%a.out")]

@@ -64,3 +64,70 @@ def test_every_help_shows_every_default():
         [sys.executable, "-m", "mapush", "train", "--help"], capture_output=True,
         text=True, timeout=60).stdout)
     assert "(default: 100000000)" in train and "(default: 10000000)" in train
+
+
+SPEC_CASES = [
+    ("not json", "cannot read it as a JSON object"),
+    ('["algo"]', "holds list, not a JSON object of options"),
+    ('{"algo": "ppo", "colour": "red"}', "'colour' is not an option of mapush train"),
+    ('{"algo": "sac"}', "algo 'sac' is not one of ppo, happo, mappo, hatrpo"),
+    ('{"num_envs": 0}', "num_envs:"),
+    ('{"steps": "many"}', "steps:"),
+    ('{"resume": "runs/x"}', "'resume' is not an option of mapush train"),
+]
+
+
+@pytest.mark.parametrize("text,needle", SPEC_CASES, ids=[c[1][:30] for c in SPEC_CASES])
+def test_a_bad_spec_file_is_one_error_line_naming_it(tmp_path, text, needle):
+    from tests.conftest import one_error
+
+    spec = tmp_path / "cell.json"
+    spec.write_text(text)
+    error = one_error(run_mapush(["train", "--spec", spec], env=double_env(), cwd=tmp_path))
+    assert error.startswith("error: --spec %s" % spec) and needle in error, error
+
+
+def test_a_spec_file_holds_every_option(tmp_path):
+    from tests.conftest import one_error
+
+    spec = tmp_path / "cell.json"
+    spec.write_text('{"algo": "ppo"}')
+    error = one_error(run_mapush(["train", "--spec", spec, "--seed", "3"], env=double_env(),
+                                 cwd=tmp_path))
+    assert "give --seed in it, not beside it" in error
+
+
+def test_a_spec_file_is_what_the_options_would_be(tmp_path, monkeypatch):
+    """The same RunSpec as the options on the command line; a run already in run_dir is
+    resumed with them."""
+    import argparse
+    import json
+
+    from mapush import cli
+
+    monkeypatch.setenv("MAPUSH_ROOT", str(__import__("tests.conftest", fromlist=["DOUBLES"])
+                                          .DOUBLES / "mapush_root"))
+    run = tmp_path / "run"
+    spec = tmp_path / "cell.json"
+    spec.write_text(json.dumps({"algo": "happo", "object": "Tblock", "seed": 4, "steps": "2000",
+                                "num_envs": 2, "run_dir": str(run), "sim_device": "cpu",
+                                "rl_device": "cpu"}))
+    from_file, record = cli.spec_from_file(str(spec))
+    argv = ["train", "--algo", "happo", "--object", "Tblock", "--seed", "4", "--steps", "2000",
+            "--num-envs", "2", "--run-dir", str(run), "--sim-device", "cpu", "--rl-device",
+            "cpu"]
+    from_argv, _ = cli.spec_from_args(cli.build_parser().parse_args(argv),
+                                      cli.given_options(argv))
+    assert record is None and from_file == from_argv and from_file.steps == 2000
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"spec": from_file.to_dict()}))
+    seen = {}
+
+    def resume_spec(args: argparse.Namespace, given):
+        seen.update(resume=args.resume, given=given)
+        return "continued", {}
+
+    monkeypatch.setattr("mapush.run.resume.resume_spec", resume_spec)
+    assert cli.spec_from_file(str(spec))[0] == "continued"
+    assert seen["resume"] == str(run)
+    assert {"--resume", "--steps", "--seed", "--run-dir"} <= seen["given"]

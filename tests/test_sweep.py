@@ -172,6 +172,7 @@ def test_ctrl_c_stops_every_running_cell_with_a_checkpoint_and_resume_continues(
     assert all(c["state"] == "done" for c in found.values())
     for seed in (1, 2):
         cell = found["ppo-cuboid-seed%d" % seed]
-        assert cell["command"][-2:] == ["--resume", cell["run_dir"]]
-        assert cell["command"][cell["command"].index("--steps") + 1] == "2000"
+        assert cell["command"] == ["mapush", "train", "--spec", cell["spec"]]
+        assert cell["resumed"] is True  # mapush train --spec continued the cell's run
+        assert json.loads(Path(cell["spec"]).read_text())["steps"] == 2000
         assert json.loads((Path(cell["run_dir"]) / "config.json").read_text())["resumes"]
