@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from mapush.common.clock import now
-from mapush.errors import UsageError
+from mapush.errors import MapushError, UsageError
 from mapush.proc import signal_name, stop_signals
 from mapush.common.atomic import write_json
 from mapush.spec import MID, UPPER, check_upper_object
@@ -88,6 +88,9 @@ class Pipeline(object):
             code = run()
         except Stopped:
             code = 128 + int(self.stop_signal or 0)
+        except MapushError as exc:  # what the stage's command would say, and its status
+            print("error: %s" % exc, file=sys.stderr, flush=True)
+            code = exc.exit_code
         stage.update(exit=code, finished=now())
         if self.stop_signal is not None:
             stage["state"] = "stopped"

@@ -397,3 +397,21 @@ def test_a_sigterm_during_an_eval_stage_stops_it_and_its_child(upstream, tmp_pat
     from tests.gpu.conftest import group_members
 
     assert group_members(proc.pid) == []  # no evaluation child outlives the pipeline
+
+
+def test_a_stage_refused_before_it_starts_is_recorded_failed(upstream, tmp_path):
+    """A stage's own refusal (here the mid level's --config with an unknown key) is that
+    stage failing, with the command's error line and status, not a stage left running."""
+    folder = tmp_path / "cuboid"
+    args = pipeline_args(folder)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("no_such_key: 1\n")
+    args[args.index("--config") + 1] = bad
+    proc = run_mapush(args, double_env(upstream), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    found = stages(folder)
+    assert found["mid"]["state"] == "failed" and found["mid"]["exit"] == 2
+    assert found["eval-mid"]["state"] == "pending"
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert "no_such_key" in errors[0]
+    assert errors[-1].startswith("error: stage mid failed (exit 2)")
