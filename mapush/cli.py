@@ -14,9 +14,9 @@ from mapush import __version__
 from mapush.errors import MapushError, UsageError
 from mapush.objects import check_object_name
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
-from mapush.spec import CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
-    CALCULATOR_NUM_ENVS, DEFAULT_STEPS, SMOKE_NUM_ENVS, TRAIN_NUM_ENVS, MID, TASKS, UPPER, UPPER_MID_OBS_DIM, RunSpec, \
-    check_upper_object, default_run_dir
+from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
+    DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, UPPER_MID_OBS_DIM, \
+    RunSpec, check_upper_object, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -390,7 +390,13 @@ def train_options(**options: Any) -> argparse.Namespace:
     return args
 
 
-SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "command")
+# train's options that a --spec file cannot hold: how the command runs, not what it trains
+SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "help")
+
+
+def _train_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``train`` subparser of ``parser`` (argparse has no public way to it)."""
+    return parser._subparsers._group_actions[0].choices["train"]  # type: ignore
 
 
 def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
@@ -406,8 +412,8 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     if not isinstance(options, dict):
         raise UsageError("--spec %s: holds %s, not a JSON object of options"
                          % (path, type(options).__name__))
-    train = build_parser()._subparsers._group_actions[0].choices["train"]  # type: ignore
-    actions = {a.dest: a for a in train._actions if a.dest not in SPEC_EXCLUDED + ("help",)}
+    actions = {a.dest: a for a in _train_parser(build_parser())._actions
+               if a.dest not in SPEC_EXCLUDED}
     for key, value in sorted(options.items()):
         action = actions.get(key)
         if action is None:
@@ -431,9 +437,8 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
 def given_options(argv: List[str]) -> Set[str]:
     """The ``mapush train`` options written on the command line (not left at a default)."""
     parser = build_parser()
-    train = parser._subparsers._group_actions[0].choices["train"]  # type: ignore[union-attr]
     dests = {}  # type: Dict[str, str]
-    for action in train._actions:
+    for action in _train_parser(parser)._actions:
         if action.option_strings and action.dest != "help":
             action.default = argparse.SUPPRESS
             dests[action.dest] = max(action.option_strings, key=len)

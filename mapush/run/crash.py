@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from mapush.proc import signal_name
 from mapush.common.phases import read_phases
 from mapush.spec import RunSpec
 
@@ -65,13 +66,6 @@ _SIGKILL_CAUSE = ("killed with SIGKILL: the host's OOM killer (out of host memor
                   "that did not finish within Docker's stop_grace_period",
                   "check 'dmesg' / 'docker inspect' (OOMKilled); lower --num-envs; raise "
                   "stop_grace_period in compose")
-
-
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return "signal %d" % signum
 
 
 def last_phase(run_dir: Path) -> str:

@@ -35,6 +35,7 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
     its resumes and its evaluation use the same file (a resume does not stage again)."""
     from mapush.checkpoints.source import OBJECT_CONFIG
     from mapush.objects import mapush_root, object_config_path
+
     copy = Path(spec.run_dir) / OBJECT_CONFIG
     if spec.task == UPPER:
         # The high level runs MQE's installed upper config, not an object's.
@@ -97,7 +98,7 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     if overrides:
         new["config_override"] = overrides
     if spec.command_net:
-            new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
+        new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
     if spec.init_from:
         from mapush.checkpoints.policy import checkpoint_sha256
 

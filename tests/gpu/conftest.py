@@ -26,6 +26,7 @@ import pytest
 from _pytest.junitxml import xml_key
 
 from mapush.common.atomic import write_json
+from mapush.proc import signal_name
 from mapush.spec import SMOKE_NUM_ENVS
 from mapush.trainers import episode_length
 
@@ -167,8 +168,8 @@ class Smoke(object):
         start = time.monotonic()
         with open(str(out_path), "wb") as out, open(str(err_path), "wb") as err:
             proc = subprocess.Popen(record.argv, stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, env=dict(self.env, **(extra_env or {})),
-                                    start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=dict(self.env, **(extra_env or {})))
             record.pid = proc.pid
             try:
                 proc.wait()
@@ -301,7 +302,7 @@ class Verdict(object):
             if item.name[5:] in done:
                 continue
             if item.name[5:] == self.smoke.stage and Verdict.interrupted:
-                message = "interrupted by %s" % signal.Signals(Verdict.interrupted).name
+                message = "interrupted by %s" % signal_name(Verdict.interrupted)
                 self._result(item, FAILED, message,
                              duration_s=round(time.monotonic() - self.stage_start, 3))
             else:

@@ -8,7 +8,6 @@ smoke test proves the commands users run, not a copy of them.
 """
 import json
 import math
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -16,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pytest
 
 from mapush.events import event_files, read_scalars
+from mapush.proc import signal_name
 from mapush.checkpoints.store import list_checkpoints
 from mapush.common.phases import read_phases
 from tests.gpu.conftest import TIMEOUTS, ChildResult, Smoke, StageFailure
@@ -43,16 +43,9 @@ def _devices(ctx: Smoke) -> List[str]:
     return ["--sim-device", ctx.sim_device, "--rl-device", ctx.rl_device]
 
 
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return "signal %d" % -returncode
-
-
 def _exit_text(result: ChildResult) -> str:
     if result.returncode < 0:
-        return "died from %s" % _signal_name(result.returncode)
+        return "died from %s" % signal_name(-result.returncode)
     return "exited %d" % result.returncode
 
 
@@ -270,7 +263,7 @@ def clean_exit(ctx: Smoke) -> Dict[str, Any]:
             continue
         if child.returncode is None or child.returncode != 0:
             code = child.returncode
-            text = ("died from %s" % _signal_name(code) if code is not None and code < 0
+            text = ("died from %s" % signal_name(-code) if code is not None and code < 0
                     else "exited %s" % code)
             problems.append("%s %s" % (child.label, text))
         if child.killed:
