@@ -381,7 +381,7 @@ def resolve_command_net(given: Optional[str]) -> str:
 
 def train_options(**options: Any) -> argparse.Namespace:
     """``mapush train``'s options with every default from its parser and ``options`` set:
-    what a command that trains in-process (``mapush pipeline``) hands :func:`spec_from_args`."""
+    what ``--spec FILE`` hands :func:`spec_from_args`."""
     args = build_parser().parse_args(["train"])
     for key, value in options.items():
         if not hasattr(args, key):

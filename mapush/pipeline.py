@@ -6,14 +6,11 @@
    mid-level checkpoint by eval success rate (ties: the later one);
 4. ``eval-upper``: evaluate the high level, the full hierarchy.
 
-Each stage calls what its command calls, in this process: a training stage builds its
-:class:`mapush.spec.RunSpec` and runs :func:`mapush.run.train.train` (preflight, the spec as
-the child's ``config.json``, crash diagnosis, atomic checkpoints, a final checkpoint on
-Ctrl-C or SIGTERM); an eval stage runs :func:`mapush.eval.evaluate_run` (an EvalSpec file
-per checkpoint's child). ``<dir>/pipeline.json`` records each stage's state (pending,
-running, done, stopped, failed), times, exit status, spec and result, rewritten
-atomically. Run again, finished stages are skipped and an interrupted training stage
-resumes from its newest checkpoint. The high
+Each stage is a ``mapush`` command in a child process, so it gets everything a run gets
+(preflight, crash diagnosis, atomic checkpoints, a final checkpoint on Ctrl-C or SIGTERM).
+``<dir>/pipeline.json`` records each stage's state (pending, running, done, stopped,
+failed), times, exit status and result, rewritten atomically. Run again, finished stages
+are skipped and an interrupted training stage resumes from its newest checkpoint. The high
 level pushes MQE's 1.2 x 1.2 box whatever the mid level pushed
 (``go1_push_upper_config.py:20``), so every object but the cuboid is refused before anything
 starts (:func:`mapush.spec.check_upper_object`).
@@ -23,11 +20,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List
 
 from mapush.common.clock import now
-from mapush.errors import MapushError, UsageError
-from mapush.proc import signal_name, stop_signals
+from mapush.errors import UsageError
+from mapush.proc import Supervisor
 from mapush.common.atomic import write_json
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
@@ -45,7 +42,8 @@ class Pipeline(object):
                         ("seed%d" % args.seed))
         self.path = self.dir / PIPELINE_FILE
         self.settings = {key: getattr(args, key) for key in SETTINGS}
-        self.stop_signal = None  # type: Optional[int]
+        self.sup = Supervisor("mapush pipeline", "the running stage stops with a checkpoint; "
+                              "run the pipeline again to resume")
         self.record = self._load()
 
     # -- the record ---------------------------------------------------------------------
@@ -72,27 +70,28 @@ class Pipeline(object):
         return next(s for s in self.record["stages"] if s["name"] == name)
 
     # -- running a stage ----------------------------------------------------------------
-    def _stop(self, signum: int, _frame: Any) -> None:
-        """SIGINT/SIGTERM outside a training stage (whose own handler stops its child with
-        a checkpoint): the eval stage is cut and recorded as stopped."""
-        self.stop_signal = signum
-        raise Stopped(signum)
+    def _run(self, argv: List[str]) -> int:
+        print("mapush pipeline: $ mapush %s" % " ".join(argv), file=sys.stderr, flush=True)
+        return self.sup.wait(self.sup.start([sys.executable, "-m", "mapush"] + argv))
 
-    def run_stage(self, name: str, run: Callable[[], int], result: Callable[[], Any]) -> bool:
+    def _device_args(self) -> List[str]:
+        return ["--sim-device", self.args.sim_device, "--rl-device", self.args.rl_device,
+                "--seed", str(self.args.seed)]
+
+    def _train_args(self, run: Path, extra: List[str]) -> List[str]:
+        if (run / "config.json").is_file():  # a run of its own: --resume continues it
+            return ["train", "--resume", str(run)] + self._device_args() + extra
+        return ["train", "--run-dir", str(run)] + self._device_args() + extra
+
+    def run_stage(self, name: str, argv: List[str], result: Any) -> bool:
         """Run one stage; True when it finished (then ``result()`` is recorded)."""
         stage = self.stage(name)
-        stage.update(state="running", started=now())
+        stage.update(state="running", started=now(), command=["mapush"] + argv)
         stage.pop("finished", None)
         self.save()
-        try:
-            code = run()
-        except Stopped:
-            code = 128 + int(self.stop_signal or 0)
-        except MapushError as exc:  # what the stage's command would say, and its status
-            print("error: %s" % exc, file=sys.stderr, flush=True)
-            code = exc.exit_code
+        code = self._run(argv)
         stage.update(exit=code, finished=now())
-        if self.stop_signal is not None:
+        if self.sup.stopping:
             stage["state"] = "stopped"
         elif code != 0:
             stage["state"] = "failed"
@@ -101,40 +100,17 @@ class Pipeline(object):
         self.save()
         return stage["state"] == "done"
 
-    def _train(self, name: str, **options: Any) -> int:
-        """A training stage: its RunSpec (a new run, or its own run resumed), trained."""
-        from mapush.cli import spec_from_args, train_options
-        from mapush.run.train import train
-
-        run = self.dir / name
-        resume = (run / "config.json").is_file()
-        common = dict(options, sim_device=self.args.sim_device, rl_device=self.args.rl_device,
-                      seed=self.args.seed, algo=DEFAULT_ALGO, object=self.args.object)
-        args = train_options(resume=str(run), **common) if resume else \
-            train_options(run_dir=str(run), **common)
-        spec, record = spec_from_args(args, {"--resume", "--steps", "--sim-device",
-                                             "--rl-device"} if resume else None)
-        stage = self.stage(name)
-        stage.update(spec=str(run / "config.json"), resumed=resume)
-        print("mapush pipeline: %s %s" % ("resuming" if resume else "training", run),
-              file=sys.stderr, flush=True)
-        ended = []  # type: List[Any]
-        code = train(spec, record=record, outcome=ended)
-        if ended and ended[0].stop_signal is not None:
-            self.stop_signal = ended[0].stop_signal
-        return code
-
-    def _eval(self, run: str) -> int:
-        from mapush.eval import evaluate_run
-
-        args = argparse.Namespace(num_envs=self.args.eval_envs, sim_device=self.args.sim_device,
-                                  rl_device=self.args.rl_device, seed=self.args.seed)
-        return evaluate_run(self.dir / run, args)
-
     # -- the four stages ----------------------------------------------------------------
-    def mid(self) -> int:
-        return self._train("mid", task=MID, num_envs=self.args.num_envs,
-                           steps=self.args.mid_steps, config=self.args.config)
+    def mid(self) -> List[str]:
+        extra = ["--task", MID, "--algo", DEFAULT_ALGO, "--object", self.args.object,
+                 "--num-envs", str(self.args.num_envs), "--steps", str(self.args.mid_steps)]
+        if self.args.config:
+            extra += ["--config", self.args.config]
+        return self._train_args(self.dir / "mid", extra)
+
+    def _eval(self, run: str) -> List[str]:
+        return ["eval", "--run", str(self.dir / run), "--num-envs",
+                str(self.args.eval_envs)] + self._device_args()
 
     def _evaluated(self, run: str) -> List[Dict[str, Any]]:
         return [json.loads(line) for line in
@@ -150,11 +126,14 @@ class Pipeline(object):
         return {"best_checkpoint": best["checkpoint"], "step": best.get("step"),
                 "success_rate": best["success_rate"], "evaluated": len(lines)}
 
-    def upper(self) -> int:
+    def upper(self) -> List[str]:
         best = self.stage("eval-mid")["result"]["best_checkpoint"]
-        return self._train("upper", task=UPPER, command_net=best,
-                           num_envs=self.args.upper_num_envs, steps=self.args.upper_steps,
-                           config=self.args.upper_config)
+        extra = ["--task", UPPER, "--algo", DEFAULT_ALGO, "--object", self.args.object,
+                 "--command-net", best, "--num-envs", str(self.args.upper_num_envs),
+                 "--steps", str(self.args.upper_steps)]
+        if self.args.upper_config:
+            extra += ["--config", self.args.upper_config]
+        return self._train_args(self.dir / "upper", extra)
 
     def final_upper(self) -> Dict[str, Any]:
         lines = self._evaluated("upper")
@@ -173,9 +152,9 @@ class Pipeline(object):
                 ("eval-mid", lambda: self._eval("mid"), self.best_mid),
                 ("upper", self.upper, lambda: self.trained("upper")),
                 ("eval-upper", lambda: self._eval("upper"), self.final_upper)]
-        with stop_signals(self._stop):
+        with self.sup:
             self.save()
-            for index, (name, run, result) in enumerate(plan, 1):
+            for index, (name, argv, result) in enumerate(plan, 1):
                 stage = self.stage(name)
                 if stage["state"] == "done":
                     print("mapush pipeline: [%d/4] %s: done, skipped" % (index, name),
@@ -184,12 +163,8 @@ class Pipeline(object):
                 print("mapush pipeline: [%d/4] %s%s" % (index, name, " (resuming)"
                                                         if stage["state"] != "pending" else ""),
                       file=sys.stderr, flush=True)
-                if not self.run_stage(name, run, result):
+                if not self.run_stage(name, argv(), result):
                     state = stage["state"]
-                    if state == "stopped" and self.stop_signal is not None:
-                        print("mapush pipeline: %s: the running stage stopped; run the "
-                              "pipeline again to resume" % signal_name(self.stop_signal),
-                              file=sys.stderr, flush=True)
                     print("%s: stage %s %s (exit %s); %s" % (
                         "mapush pipeline" if state == "stopped" else "error",
                         name, state, stage.get("exit"),
@@ -203,10 +178,6 @@ class Pipeline(object):
                                        final.get("finished_time"), final.get("collision_degree")),
               file=sys.stderr)
         return 0
-
-
-class Stopped(Exception):
-    """SIGINT/SIGTERM reached the pipeline outside a training stage."""
 
 
 def check_object(obj: str) -> None:

@@ -1,8 +1,8 @@
 """Child processes and stop signals: the one place that installs SIGINT/SIGTERM handlers.
 
 :func:`stop_signals` installs a handler for the two stop signals and restores the previous
-ones on the way out (the training child's stop flag, the pipeline). :class:`Supervisor`
-starts children (train's child, sweep's cells, smoke's pytest): the first stop signal is
+ones on the way out (the training child's stop flag). :class:`Supervisor` starts children
+(train's child, pipeline's stages, sweep's cells, smoke's pytest): the first stop signal is
 forwarded to every running child, which writes its final checkpoint and exits 0; later ones
 are not forwarded, so a second Ctrl-C does not cut a checkpoint short. With a grace period,
 children still running that long after the first signal are killed (atomic checkpoints

@@ -232,13 +232,12 @@ def _disk_full(exc: OSError, what: Path) -> MapushError:
                        "space and run the command again" % (os.strerror(exc.errno), what))
 
 
-def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None,
-          outcome: Optional[List[ChildOutcome]] = None) -> int:
+def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None
+          ) -> int:
     """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
     final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
     the child died from a signal. ``record``: the config.json of the run a resume
-    continues (None: a new run); ``outcome`` receives how the child ended. Nothing is
-    written before every check passed."""
+    continues (None: a new run). Nothing is written before every check passed."""
     if preflight:
         from mapush.diagnostics.doctor import preflight as run_preflight
 
@@ -256,8 +255,6 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
         ended = start_child(spec, config_path, lock.fd)
     finally:
         lock.release()
-    if outcome is not None:
-        outcome.append(ended)
     status = ended.status
     if ended.killed:
         print("error: the training process did not stop within %.0f s of %s and was killed; "
