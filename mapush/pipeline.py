@@ -6,8 +6,10 @@
    mid-level checkpoint by eval success rate (ties: the later one);
 4. ``eval-upper``: evaluate the high level, the full hierarchy.
 
-Each stage is a ``mapush`` command in a child process, so it gets everything a run gets
-(preflight, crash diagnosis, atomic checkpoints, a final checkpoint on Ctrl-C or SIGTERM).
+A training stage is ``mapush train --spec <dir>/specs/<stage>.json`` in a child process, so
+it gets everything a run gets (preflight, crash diagnosis, atomic checkpoints, a final
+checkpoint on Ctrl-C or SIGTERM); an eval stage calls :func:`mapush.eval.evaluate_run`,
+which starts one calculator child per checkpoint.
 ``<dir>/pipeline.json`` records each stage's state (pending, running, done, stopped,
 failed), times, exit status and result, rewritten atomically. Run again, finished stages
 are skipped and an interrupted training stage resumes from its newest checkpoint. The high
@@ -20,12 +22,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
-from mapush.common.clock import now
-from mapush.errors import UsageError
-from mapush.proc import Supervisor
 from mapush.common.atomic import write_json
+from mapush.common.clock import now
+from mapush.errors import MapushError, UsageError
+from mapush.eval import EVAL_FILE
+from mapush.proc import Supervisor, stop_signals
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
 
@@ -70,26 +73,21 @@ class Pipeline(object):
         return next(s for s in self.record["stages"] if s["name"] == name)
 
     # -- running a stage ----------------------------------------------------------------
-    def _run(self, argv: List[str]) -> int:
-        print("mapush pipeline: $ mapush %s" % " ".join(argv), file=sys.stderr, flush=True)
-        return self.sup.wait(self.sup.start([sys.executable, "-m", "mapush"] + argv))
-
-    def _device_args(self) -> List[str]:
-        return ["--sim-device", self.args.sim_device, "--rl-device", self.args.rl_device,
-                "--seed", str(self.args.seed)]
-
-    def _train_args(self, run: Path, extra: List[str]) -> List[str]:
-        if (run / "config.json").is_file():  # a run of its own: --resume continues it
-            return ["train", "--resume", str(run)] + self._device_args() + extra
-        return ["train", "--run-dir", str(run)] + self._device_args() + extra
-
-    def run_stage(self, name: str, argv: List[str], result: Any) -> bool:
+    def run_stage(self, name: str, work: Callable[[], int], result: Callable[[], Any]) -> bool:
         """Run one stage; True when it finished (then ``result()`` is recorded)."""
         stage = self.stage(name)
-        stage.update(state="running", started=now(), command=["mapush"] + argv)
-        stage.pop("finished", None)
+        stage.update(state="running", started=now())
+        for key in ("finished", "exit", "error"):
+            stage.pop(key, None)
         self.save()
-        code = self._run(argv)
+        try:
+            code = work()
+        except KeyboardInterrupt:
+            code = 130
+            self.sup.poll()
+        except MapushError as exc:
+            print("error: %s" % exc, file=sys.stderr, flush=True)
+            code, stage["error"] = exc.exit_code, str(exc)
         stage.update(exit=code, finished=now())
         if self.sup.stopping:
             stage["state"] = "stopped"
@@ -100,40 +98,67 @@ class Pipeline(object):
         self.save()
         return stage["state"] == "done"
 
-    # -- the four stages ----------------------------------------------------------------
-    def mid(self) -> List[str]:
-        extra = ["--task", MID, "--algo", DEFAULT_ALGO, "--object", self.args.object,
-                 "--num-envs", str(self.args.num_envs), "--steps", str(self.args.mid_steps)]
-        if self.args.config:
-            extra += ["--config", self.args.config]
-        return self._train_args(self.dir / "mid", extra)
+    def train(self, run: str, options: Dict[str, Any]) -> int:
+        """``mapush train --spec <dir>/specs/<run>.json`` in a child: a new run, or the
+        stopped one in ``<dir>/<run>`` resumed with the same options."""
+        path = self.dir / "specs" / ("%s.json" % run)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, dict(options, algo=DEFAULT_ALGO, object=self.args.object,
+                              run_dir=str(self.dir / run), **self._devices()))
+        self.stage(run)["command"] = ["mapush", "train", "--spec", str(path)]
+        self.save()
+        print("mapush pipeline: $ mapush train --spec %s" % path, file=sys.stderr, flush=True)
+        return self.sup.wait(self.sup.start([sys.executable, "-m", "mapush", "train",
+                                             "--spec", str(path)]))
 
-    def _eval(self, run: str) -> List[str]:
-        return ["eval", "--run", str(self.dir / run), "--num-envs",
-                str(self.args.eval_envs)] + self._device_args()
+    def evaluate(self, run: str) -> int:
+        """Every checkpoint of ``<dir>/<run>`` into its ``eval.jsonl`` (one calculator
+        child per checkpoint, :func:`mapush.eval.evaluate_run`); a stop signal ends it."""
+        from mapush.eval import evaluate_run
+
+        options = dict(self._devices(), num_envs=self.args.eval_envs)
+        self.stage("eval-" + run).update(evaluated=str(self.dir / run), options=options)
+        self.save()
+        with stop_signals(self._interrupt):
+            return evaluate_run(self.dir / run, argparse.Namespace(**options))
+
+    def _interrupt(self, signum: int, _frame: Any) -> None:
+        """The first stop signal ends the evaluation (its child is killed); no printing
+        inside a handler, the next :meth:`Supervisor.poll` says it."""
+        first = not self.sup.stopping
+        self.sup.stop(signum)
+        if first:
+            raise KeyboardInterrupt
+
+    def _devices(self) -> Dict[str, Any]:
+        return {"sim_device": self.args.sim_device, "rl_device": self.args.rl_device,
+                "seed": self.args.seed}
+
+    # -- the four stages ----------------------------------------------------------------
+    def mid(self) -> int:
+        return self.train("mid", {"task": MID, "num_envs": self.args.num_envs,
+                                  "steps": self.args.mid_steps, "config": self.args.config})
 
     def _evaluated(self, run: str) -> List[Dict[str, Any]]:
         return [json.loads(line) for line in
-                (self.dir / run / "eval.jsonl").read_text().splitlines() if line.strip()]
+                (self.dir / run / EVAL_FILE).read_text().splitlines() if line.strip()]
 
     def best_mid(self) -> Dict[str, Any]:
         lines = self._evaluated("mid")
         scored = [r for r in lines if r.get("success_rate") is not None]
         if not scored:
             raise UsageError("no mid-level checkpoint could be evaluated (see %s)"
-                             % (self.dir / "mid" / "eval.jsonl"))
+                             % (self.dir / "mid" / EVAL_FILE))
         best = max(scored, key=lambda r: (r["success_rate"], r.get("step") or 0))
         return {"best_checkpoint": best["checkpoint"], "step": best.get("step"),
                 "success_rate": best["success_rate"], "evaluated": len(lines)}
 
-    def upper(self) -> List[str]:
+    def upper(self) -> int:
         best = self.stage("eval-mid")["result"]["best_checkpoint"]
-        extra = ["--task", UPPER, "--algo", DEFAULT_ALGO, "--object", self.args.object,
-                 "--command-net", best, "--num-envs", str(self.args.upper_num_envs),
-                 "--steps", str(self.args.upper_steps)]
-        if self.args.upper_config:
-            extra += ["--config", self.args.upper_config]
-        return self._train_args(self.dir / "upper", extra)
+        return self.train("upper", {"task": UPPER, "command_net": best,
+                                    "num_envs": self.args.upper_num_envs,
+                                    "steps": self.args.upper_steps,
+                                    "config": self.args.upper_config})
 
     def final_upper(self) -> Dict[str, Any]:
         lines = self._evaluated("upper")
@@ -149,12 +174,12 @@ class Pipeline(object):
 
     def run(self) -> int:
         plan = [("mid", self.mid, lambda: self.trained("mid")),
-                ("eval-mid", lambda: self._eval("mid"), self.best_mid),
+                ("eval-mid", lambda: self.evaluate("mid"), self.best_mid),
                 ("upper", self.upper, lambda: self.trained("upper")),
-                ("eval-upper", lambda: self._eval("upper"), self.final_upper)]
+                ("eval-upper", lambda: self.evaluate("upper"), self.final_upper)]
         with self.sup:
             self.save()
-            for index, (name, argv, result) in enumerate(plan, 1):
+            for index, (name, work, result) in enumerate(plan, 1):
                 stage = self.stage(name)
                 if stage["state"] == "done":
                     print("mapush pipeline: [%d/4] %s: done, skipped" % (index, name),
@@ -163,7 +188,7 @@ class Pipeline(object):
                 print("mapush pipeline: [%d/4] %s%s" % (index, name, " (resuming)"
                                                         if stage["state"] != "pending" else ""),
                       file=sys.stderr, flush=True)
-                if not self.run_stage(name, argv(), result):
+                if not self.run_stage(name, work, result):
                     state = stage["state"]
                     print("%s: stage %s %s (exit %s); %s" % (
                         "mapush pipeline" if state == "stopped" else "error",

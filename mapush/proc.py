@@ -55,14 +55,16 @@ class Supervisor(object):
         self._block = None  # type: Any
 
     def __enter__(self) -> "Supervisor":
-        self._block = stop_signals(self._signal)
+        self._block = stop_signals(self.stop)
         self._block.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._block.__exit__(*exc)
 
-    def _signal(self, signum: int, _frame: Any) -> None:
+    def stop(self, signum: int, _frame: Any = None) -> None:
+        """A stop signal (the handler inside the block): forwarded to the running children
+        the first time, and said by the next :meth:`poll`."""
         self._pending.append(signum)
         if self.stop_signal is None:
             self.stop_signal = signum

@@ -109,3 +109,22 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
     assert progress == [(3, 8), (8, 8)]
     err = capsys.readouterr().err
     assert "loading" in err and "mapush-progress" not in err
+
+
+@pytest.mark.parametrize("command", ["pipeline", "sweep", "reproduce"])
+def test_commands_that_train_or_evaluate_pass_spec_files_not_argv(command):
+    """pipeline, sweep and reproduce start training by ``mapush train --spec FILE`` and
+    evaluate by calling mapush.eval: no option of ``mapush train`` or ``mapush eval`` is
+    spelled in them but those they take themselves."""
+    from mapush.cli import build_parser
+
+    choices = build_parser()._subparsers._group_actions[0].choices
+
+    def options(name):
+        return {o for a in choices[name]._actions for o in a.option_strings}
+
+    foreign = (options("train") | options("eval")) - options(command) - {"--spec", "-h"}
+    text = (PACKAGE / ("%s.py" % command)).read_text()
+    assert not foreign & _string_constants(text)
+    if command != "reproduce":
+        assert "--spec" in _string_constants(text)

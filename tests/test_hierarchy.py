@@ -367,7 +367,9 @@ def test_an_interrupted_pipeline_resumes_its_stage_from_the_checkpoint(upstream,
     found = stages(folder)
     assert all(s["state"] == "done" for s in found.values())
     assert again.stderr.count("done, skipped") == 2  # mid and eval-mid
-    assert found["upper"]["command"][:3] == ["mapush", "train", "--resume"]
+    spec = folder / "specs" / "upper.json"
+    assert found["upper"]["command"] == ["mapush", "train", "--spec", str(spec)]
+    assert json.loads(spec.read_text())["run_dir"] == str(folder / "upper")
     assert json.loads((folder / "upper" / "config.json").read_text())["resumes"]
 
 
@@ -387,3 +389,32 @@ def test_a_stage_refused_before_it_starts_is_recorded_failed(upstream, tmp_path)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert "no_such_key" in errors[0]
     assert errors[-1].startswith("error: stage mid failed (exit 2)")
+
+
+def test_an_interrupted_eval_stage_is_stopped_and_done_again(upstream, tmp_path):
+    """Ctrl-C while the pipeline evaluates (in its own process, a calculator child per
+    checkpoint) stops the stage, kills the child and exits 0; run again, it is evaluated."""
+    folder = tmp_path / "cuboid"
+    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.05")
+    cmd = [sys.executable, "-m", "mapush"] + [str(a) for a in pipeline_args(folder)]
+    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    record = folder / "pipeline.json"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if record.is_file() and stages(folder)["eval-mid"]["state"] == "running":
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    os.killpg(proc.pid, signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    found = stages(folder)
+    assert found["mid"]["state"] == "done" and found["eval-mid"]["state"] == "stopped"
+    assert found["upper"]["state"] == "pending"
+    assert "SIGINT: the running stage stops" in err
+    again = run_mapush(pipeline_args(folder), double_env(upstream),
+                       cwd=tmp_path, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert all(s["state"] == "done" for s in stages(folder).values())
+    assert again.stderr.count("done, skipped") == 1  # mid

@@ -145,3 +145,36 @@ def test_child_leaves_with_the_trainer_status_without_teardown(tmp_path):
     assert "trained happo False" in out.stdout and "atexit ran" not in out.stdout
     phases = [line.split()[1] for line in (tmp_path / "phases.log").read_text().splitlines()]
     assert phases == ["start", "shutdown"]
+
+
+def test_a_second_stop_signal_inside_the_first_handler_does_not_hang_the_child():
+    """Ctrl-C reaches the training child from the terminal and again from its parent, so a
+    second SIGINT can run its handler at any line of the first one's. Here the second
+    handler runs at every line the first one executes (callees included): none may block
+    (a threading.Event's lock did, ~1 Ctrl-C in 10, until the grace kill took the
+    checkpoint with it)."""
+    import threading
+
+    from mapush.run.context import StopFlag
+
+    flag = StopFlag()
+    nested = []
+
+    def at_each_line(frame, event, arg):
+        if event == "line":
+            nested.append(frame.f_code.co_name)
+            flag.handle(signal.SIGINT, None)  # runs untraced: a trace function is not traced
+        return at_each_line
+
+    def first_signal():
+        sys.settrace(lambda frame, event, arg: at_each_line)
+        try:
+            flag.handle(signal.SIGTERM, None)
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=first_signal, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "a nested stop handler blocked (at %s)" % nested
+    assert nested and flag.requested and flag.signum in (signal.SIGINT, signal.SIGTERM)

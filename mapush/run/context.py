@@ -1,5 +1,4 @@
 """What the child hands a trainer: the spec, where to write, and when to stop."""
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -9,22 +8,21 @@ from mapush.spec import RunSpec
 
 class StopFlag:
     """Set by SIGINT/SIGTERM in the child; trainers poll it between updates and then write
-    a final checkpoint. A second signal is not fatal either: the checkpoint must finish."""
+    a final checkpoint. A second signal is not fatal either: the checkpoint must finish.
+
+    The handler takes no lock: Ctrl-C reaches the child from the terminal and again from
+    its parent, and a second handler that runs while the first holds a lock (a
+    ``threading.Event``'s) waits for it forever."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
         self.signum = None  # type: Optional[int]
 
     def handle(self, signum: int, _frame: Any) -> None:
         self.signum = signum
-        self._event.set()
-
-    def set(self) -> None:
-        self._event.set()
 
     @property
     def requested(self) -> bool:
-        return self._event.is_set()
+        return self.signum is not None
 
 
 @dataclass
