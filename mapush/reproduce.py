@@ -129,14 +129,9 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _bar(total: int, desc: str) -> Any:
+def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="env", file=sys.stderr, dynamic_ncols=True,
-                leave=False)
-
-
-def main(args: argparse.Namespace) -> int:
     if args.checkpoints not in CHOICES:
         raise UsageError("--checkpoints %s: use %s" % (args.checkpoints, " or ".join(CHOICES)))
     results = Path(args.results) if args.results else mapush_root() / "results"
@@ -161,7 +156,8 @@ def main(args: argparse.Namespace) -> int:
              out), file=sys.stderr, flush=True)
     for index, ((obj, step, _path, theirs), info) in enumerate(zip(todo, infos), 1):
         label = "[%d/%d] %s %s" % (index, len(todo), obj, step_label(step))
-        bar = _bar(args.num_envs, label)
+        bar = tqdm(total=args.num_envs, desc=label, unit="env", file=sys.stderr,
+                   dynamic_ncols=True, leave=False)
 
         def progress(done: int, total: int, bar: Any = bar) -> None:
             bar.total = total

@@ -396,12 +396,9 @@ def report(sweep: Sweep, args: argparse.Namespace) -> int:
         lines += ["", "Not in the table (no checkpoint or no metrics yet): %s"
                   % ", ".join(missing)]
     write_text(out / "table.md", "\n".join(lines) + "\n")
-    os.environ["MPLBACKEND"] = "Agg"
-    import matplotlib
+    from mapush.report import _matplotlib, _save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _matplotlib()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     labels = ["%s\n%s" % (r["object"], r["algo"]) for r in table]
     for ax, key, title in ((axes[0], "success_rate", "success rate"),
@@ -411,9 +408,7 @@ def report(sweep: Sweep, args: argparse.Namespace) -> int:
         ax.set_xticks(range(len(table)))
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_title("%s (mean +- std over seeds)" % title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(str(out / "success.png"), dpi=90)
-    plt.close(fig)
+    _save(plt, fig, out / "success.png")
     print(str(out / "table.md"))
     print("mapush sweep: %s, %s" % (out / "table.md", out / "success.png"), file=sys.stderr)
     return 0

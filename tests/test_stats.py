@@ -119,7 +119,7 @@ def test_drain_reward_terms_means_and_zeroes():
 
 
 def test_bounded_over_10000_steps_with_64_envs():
-    """Seed 001: statistics grew until memory ran out. Buffers and RSS must stay flat."""
+    """Incident 001: statistics grew until memory ran out. Buffers and RSS must stay flat."""
     env = scripted_env(64, max_episode_length=7)
     stats = EpisodeStats.for_env(env, window=1000)
     sizes = stats.window_sizes()

@@ -48,7 +48,6 @@ class MAPushLogger(BaseLogger):
         self.steps_before = 0
         self.episode_base = 0
         self.stream = sys.stdout
-        self.last_summary = {}  # type: Dict[str, float]
 
     def get_task_name(self) -> str:
         return str(self.env_args["task"])
@@ -132,7 +131,6 @@ class MAPushLogger(BaseLogger):
         if self._return_count:
             self.scalar("metrics/episode_return", self._return_sum / self._return_count)
             self._return_sum, self._return_count = 0.0, 0
-        self.last_summary = summary
         self.writter.flush()
 
         total = int(self.algo_args["train"]["num_env_steps"])

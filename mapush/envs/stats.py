@@ -32,7 +32,6 @@ import torch
 DEFAULT_WINDOW = 1000
 DEFAULT_CAPACITY = 256
 METRICS = ("success_rate", "finished_time")
-FIRST_EPISODE_METRICS = ("collision_degree", "collaboration_degree", "envs_done")
 
 
 class EpisodeStats:
@@ -117,11 +116,6 @@ class EpisodeStats:
     def episodes(self) -> torch.Tensor:
         self.flush()
         return self._episodes
-
-    @property
-    def ep_len(self) -> torch.Tensor:
-        self.flush()
-        return self._ep
 
     def summary(self) -> Dict[str, float]:
         """Means over the window (one host copy); empty before the first episode ends."""

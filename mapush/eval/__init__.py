@@ -184,6 +184,8 @@ def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
 def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
     """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
     oldest first, into ``eval.jsonl`` or ``--out``."""
+    from tqdm import tqdm
+
     if not run_dir.is_dir():
         raise UsageError("--run %s: no such run directory" % run_dir)
     found = run_checkpoints(run_dir)
@@ -198,7 +200,7 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
             info["figures"] = rrt_figures(output.parent, info)
     records = []  # type: List[Dict[str, Any]]
     failed = 0
-    bar = _progress(len(found))
+    bar = tqdm(total=len(found), file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
     try:
         for info in infos:
             path = Path(info["checkpoint"])
@@ -222,12 +224,6 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
               % (failed, len(records), output), file=sys.stderr)
         return 1
     return 0
-
-
-def _progress(total: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
 
 
 def video_folder(info: Dict[str, Any], out: Optional[str]) -> Path:

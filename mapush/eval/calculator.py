@@ -72,6 +72,7 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
     MQE's camera frames into one MP4 per episode (:mod:`mapush.video`), a bar per episode
     on stderr."""
     import torch
+    from tqdm import tqdm
 
     from mapush.video import EpisodeRecorder
 
@@ -80,7 +81,8 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
 
     def on_frame(episode: int, frame: int) -> None:
         if bar[0] is None:
-            bar[0] = _episode_bar(steps, "episode %d/%d" % (episode, episodes))
+            bar[0] = tqdm(total=steps, desc="episode %d/%d" % (episode, episodes),
+                          unit="frame", file=sys.stderr, dynamic_ncols=True)
         bar[0].update(1)
 
     recorder = EpisodeRecorder(folder, prefix, episodes, 1.0 / float(env.dt), on_frame)
@@ -116,12 +118,6 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
         raise MapushError("--video: env 0 ended %d of %d episodes in %d steps"
                           % (len(videos), episodes, limit))
     return {"videos": videos, "num_envs": int(env.num_envs)}
-
-
-def _episode_bar(total: int, desc: str) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="frame", file=sys.stderr, dynamic_ncols=True)
 
 
 # The eval child's own folders for what the simulation writes (the PhysX budget): readers

@@ -56,12 +56,9 @@ def _is_cuda(device: Any) -> bool:
 
 def slope(xs: List[float], ys: List[float]) -> float:
     """Least-squares slope of ``ys`` over ``xs`` (0 when ``xs`` do not vary)."""
-    n = float(len(xs))
-    mx, my = sum(xs) / n, sum(ys) / n
-    var = sum((x - mx) ** 2 for x in xs)
-    if var == 0:
-        return 0.0
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+    import numpy as np
+
+    return float(np.polyfit(xs, ys, 1)[0]) if len(set(xs)) > 1 else 0.0
 
 
 class MemoryWatchdog(object):
