@@ -48,11 +48,11 @@ def _int(kind: str, minimum: int):  # type: ignore[no-untyped-def]
     def parse(text: str) -> int:
         try:
             value = int(text)
+            if value >= minimum:
+                return value
         except ValueError:
-            raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
-        if value < minimum:
-            raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
-        return value
+            pass
+        raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
 
     parse.__name__ = kind
     return parse

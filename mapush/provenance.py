@@ -38,10 +38,8 @@ def patch_records() -> List[Dict[str, Any]]:
 
 def installed_versions() -> Dict[str, str]:
     """Installed versions of the stack's distributions, read from metadata (no imports)."""
-    try:
-        from importlib import metadata
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return {}
+    from importlib import metadata
+
     versions = {}
     for name in _DISTRIBUTIONS:
         try:

@@ -23,10 +23,10 @@ from mapush.diagnostics import physx_budget
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.errors import MapushError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
+from mapush.provenance import PATCH_COMPONENTS, patch_record_dir, patch_records
 from mapush.spec import MID, TRAIN_NUM_ENVS, RunSpec
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
-PATCH_COMPONENTS = ("openrl", "harl", "mapush")
 
 # CUDA 11.x minor-version compatibility: any CUDA 11.x application runs on a Linux driver
 # >= 450.80.02 (452.39 on Windows), with a limited feature set (no PTX JIT of newer PTX).
@@ -340,8 +340,6 @@ def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
 
 
 def check_patches(_opts: Options, _state: Dict[str, Any]) -> Check:
-    from mapush.provenance import patch_record_dir, patch_records
-
     records = {r.get("component"): r for r in patch_records()}
     # The mapush patches apply to the MAPush tree at $MAPUSH_ROOT; when mqe is loaded from
     # elsewhere on the path (not a checkout under MAPUSH_ROOT) there is no tree they apply to.

@@ -70,10 +70,7 @@ class GpuFacts:
         return bool(self.devices)
 
     def device(self, index: int) -> Optional[DeviceFacts]:
-        for dev in self.devices:
-            if dev.index == index:
-                return dev
-        return None
+        return next((dev for dev in self.devices if dev.index == index), None)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -165,14 +162,9 @@ def _smi_row_for(index: int, rows: List[Dict[str, Any]]) -> Optional[Dict[str, A
         if index >= len(ids):
             return None
         want = ids[index]
-        for row in rows:
-            if (want.isdigit() and row["index"] == int(want)) or row["uuid"].startswith(want):
-                return row
-        return None
-    for row in rows:
-        if row["index"] == index:
-            return row
-    return None
+        return next((row for row in rows if (want.isdigit() and row["index"] == int(want))
+                     or row["uuid"].startswith(want)), None)
+    return next((row for row in rows if row["index"] == index), None)
 
 
 def gather(timeout: float = 120.0) -> GpuFacts:

@@ -28,11 +28,9 @@ def _float(value: Any) -> float:
 
 
 def format_eta(seconds: float) -> str:
-    if not np.isfinite(seconds) or seconds < 0:
-        return "?"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return "%d:%02d:%02d" % (hours, rest // 60, rest % 60)
+    from tqdm import tqdm
+
+    return tqdm.format_interval(seconds) if np.isfinite(seconds) and seconds >= 0 else "?"
 
 
 class MAPushLogger(BaseLogger):

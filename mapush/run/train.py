@@ -68,12 +68,6 @@ def stage_overrides(spec: RunSpec) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
         "source": str(Path(spec.config).resolve()), "copy": OVERRIDES, "sha256": sha256(copy)}
 
 
-def _stack_record(path: Path) -> Dict[str, Any]:
-    stack = provenance()
-    warn_if_incomplete(stack, str(path))
-    return stack
-
-
 def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
                  ) -> Tuple[Path, RunSpec]:
     """``<run_dir>/config.json``: the resolved options plus the provenance of the stack, the
@@ -82,17 +76,19 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     appends the resume (its spec, stack and command) under ``resumes``."""
     run_dir = Path(spec.run_dir)
     path = run_dir / CONFIG
+    stack = provenance()
+    warn_if_incomplete(stack, str(path))
     if record is not None:
         resumes = list(record.get("resumes", []))  # type: List[Any]
         resumes.append({"at": now(), "from": spec.resume, "steps": spec.steps,
                         "num_envs": spec.num_envs, "command": sys.argv,
-                        "spec": spec.to_dict(), "provenance": _stack_record(path)})
+                        "spec": spec.to_dict(), "provenance": stack})
         write_json(path, dict(record, spec=spec.to_dict(), resumes=resumes))
         return path, spec
     run_dir.mkdir(parents=True, exist_ok=True)
     spec, object_config = stage_object_config(spec)
     spec, overrides = stage_overrides(spec)
-    new = {"spec": spec.to_dict(), "provenance": _stack_record(path), "created": now(),
+    new = {"spec": spec.to_dict(), "provenance": stack, "created": now(),
            "command": sys.argv, "object_config": object_config,
            "start": {"steps": spec.steps, "num_envs": spec.num_envs}}  # type: Dict[str, Any]
     if overrides:

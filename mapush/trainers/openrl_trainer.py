@@ -96,13 +96,8 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
 
 def plain_config(cfg: Any) -> Dict[str, Any]:
     """The resolved config as JSON-able values (for the run directory)."""
-    out = {}
-    for key, value in sorted(vars(cfg).items()):
-        if isinstance(value, (bool, int, float, str)) or value is None:
-            out[key] = value
-        else:
-            out[key] = str(value)
-    return out
+    return {key: value if isinstance(value, (bool, int, float, str)) or value is None
+            else str(value) for key, value in sorted(vars(cfg).items())}
 
 
 # -- logging ----------------------------------------------------------------------------
