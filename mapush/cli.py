@@ -429,7 +429,9 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
                              % (path, key, value, ", ".join(map(str, action.choices))))
     given = {max(actions[k].option_strings, key=len) for k in options}
     run_dir = options.get("run_dir")
-    if run_dir and (Path(run_dir) / "config.json").is_file():
+    from mapush.checkpoints.source import RUN_CONFIG
+
+    if run_dir and (Path(run_dir) / RUN_CONFIG).is_file():
         return spec_from_args(train_options(resume=run_dir, **options), given | {"--resume"})
     return spec_from_args(train_options(**options), given)
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List
 from mapush.common.atomic import write_json
 from mapush.common.clock import now
 from mapush.errors import MapushError, UsageError
-from mapush.eval import EVAL_FILE
+from mapush.eval import EVAL_FILE, read_evaluated
 from mapush.proc import Supervisor, stop_signals
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
@@ -139,12 +139,8 @@ class Pipeline(object):
         return self.train("mid", {"task": MID, "num_envs": self.args.num_envs,
                                   "steps": self.args.mid_steps, "config": self.args.config})
 
-    def _evaluated(self, run: str) -> List[Dict[str, Any]]:
-        return [json.loads(line) for line in
-                (self.dir / run / EVAL_FILE).read_text().splitlines() if line.strip()]
-
     def best_mid(self) -> Dict[str, Any]:
-        lines = self._evaluated("mid")
+        lines = read_evaluated(self.dir / "mid")
         scored = [r for r in lines if r.get("success_rate") is not None]
         if not scored:
             raise UsageError("no mid-level checkpoint could be evaluated (see %s)"
@@ -161,7 +157,7 @@ class Pipeline(object):
                                     "config": self.args.upper_config})
 
     def final_upper(self) -> Dict[str, Any]:
-        lines = self._evaluated("upper")
+        lines = read_evaluated(self.dir / "upper")
         return lines[-1] if lines else {}
 
     def trained(self, run: str) -> Dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from mapush.errors import UsageError
+from mapush.eval import read_evaluated
 from mapush.events import Scalars, event_files, read_scalars
 from mapush.common.atomic import writable, write_text
 
@@ -38,7 +39,7 @@ def _say(text: str) -> None:
     print("mapush report: %s" % text, file=sys.stderr, flush=True)
 
 
-def _matplotlib() -> Any:
+def pyplot() -> Any:
     os.environ["MPLBACKEND"] = "Agg"
     import matplotlib
 
@@ -75,7 +76,7 @@ def _label(ax: Any, title: str, xlabel: str) -> None:
     ax.tick_params(labelsize=7)
 
 
-def _save(plt: Any, fig: Any, path: Path) -> None:
+def save_figure(plt: Any, fig: Any, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(str(path), dpi=90)
     plt.close(fig)
@@ -96,7 +97,7 @@ def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
             ax.plot(*zip(*other), "-", color="tab:orange", alpha=0.8, label="authors")
             ax.legend(fontsize=7)
         _label(ax, tag, "env steps")
-    _save(plt, fig, path)
+    save_figure(plt, fig, path)
 
 
 def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
@@ -116,7 +117,7 @@ def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
         if points or other:
             ax.legend(fontsize=7)
         _label(ax, key, "checkpoint (env steps)")
-    _save(plt, fig, path)
+    save_figure(plt, fig, path)
 
 
 def _cell(value: Any) -> str:
@@ -142,7 +143,7 @@ def build(run: Path, out: Path) -> Path:
         raise UsageError("%s has no TensorBoard events (%s): train it first (make train), "
                          "or pass a run directory" % (run, logs))
     out.mkdir(parents=True, exist_ok=True)
-    plt = _matplotlib()
+    plt = pyplot()
     _say("reading the events in %s" % logs)
     scalars = read_scalars(logs)
     theirs_run = authors_run(run_config)
@@ -159,10 +160,7 @@ def build(run: Path, out: Path) -> Path:
         draw_panel(plt, out / name, tags, scalars, theirs)
         panels.append({"title": title, "image": name})
 
-    records = []  # type: List[Dict[str, Any]]
-    if (run / "eval.jsonl").is_file():
-        records = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()
-                   if line.strip()]
+    records = read_evaluated(run)
     their_table = {}  # type: Dict[int, Dict[str, float]]
     if theirs_run is not None:
         from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from mapush.checkpoints.source import RUN_CONFIG
 from mapush.common.clock import now
 from mapush.errors import UsageError
 from mapush.proc import Supervisor
@@ -219,7 +220,7 @@ class Sweep(object):
                           file=sys.stderr, flush=True)
                     cell.update(state="running", gpu=gpu, started=now(),
                                 command=["mapush"] + argv, spec=argv[-1],
-                                resumed=(Path(cell["run_dir"]) / "config.json").is_file())
+                                resumed=(Path(cell["run_dir"]) / RUN_CONFIG).is_file())
                     cell.pop("finished", None)
                     cell.pop("exit", None)
                     self.save()
@@ -331,15 +332,12 @@ def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
     latest = latest_checkpoint(run) if run.is_dir() else None
     if latest is None:
         return None
-    lines = []
-    if (run / "eval.jsonl").is_file():
-        lines = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()
-                 if line.strip()]
-    for line in lines:
+    from mapush.eval import describe_request, evaluate, read_evaluated
+
+    for line in read_evaluated(run):
         if Path(line.get("checkpoint", "")).resolve() == latest[1].resolve() and \
                 line.get("success_rate") is not None:
             return line
-    from mapush.eval import describe_request, evaluate
     from mapush.spec import CALCULATOR_SEED
 
     print("mapush sweep: evaluating %s" % latest[1], file=sys.stderr, flush=True)
@@ -396,9 +394,9 @@ def report(sweep: Sweep, args: argparse.Namespace) -> int:
         lines += ["", "Not in the table (no checkpoint or no metrics yet): %s"
                   % ", ".join(missing)]
     write_text(out / "table.md", "\n".join(lines) + "\n")
-    from mapush.report import _matplotlib, _save
+    from mapush.report import pyplot, save_figure
 
-    plt = _matplotlib()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     labels = ["%s\n%s" % (r["object"], r["algo"]) for r in table]
     for ax, key, title in ((axes[0], "success_rate", "success rate"),
@@ -408,7 +406,7 @@ def report(sweep: Sweep, args: argparse.Namespace) -> int:
         ax.set_xticks(range(len(table)))
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_title("%s (mean +- std over seeds)" % title, fontsize=9)
-    _save(plt, fig, out / "success.png")
+    save_figure(plt, fig, out / "success.png")
     print(str(out / "table.md"))
     print("mapush sweep: %s, %s" % (out / "table.md", out / "success.png"), file=sys.stderr)
     return 0

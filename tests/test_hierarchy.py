@@ -341,22 +341,32 @@ def test_the_pipeline_refuses_an_object_the_high_level_does_not_push(upstream, t
     assert not (tmp_path / obj).exists()
 
 
-def test_an_interrupted_pipeline_resumes_its_stage_from_the_checkpoint(upstream, tmp_path):
+def ctrl_c_pipeline(upstream, tmp_path, ready, step_sleep, timeout):
+    """Start the pipeline in a session of its own, press Ctrl-C (SIGINT to the whole
+    process group) once ``ready()`` holds, and return its stderr after it exited 0."""
     folder = tmp_path / "cuboid"
-    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.01")
+    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP=step_sleep)
     cmd = [sys.executable, "-m", "mapush"] + [str(a) for a in pipeline_args(folder)]
     proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    phases = folder / "upper" / "phases.log"
     deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        if phases.is_file() and "training" in phases.read_text():
-            break
-        time.sleep(0.2)
+    while time.time() < deadline and proc.poll() is None and not ready(folder):
+        time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()[1][-3000:]
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
-    _out, err = proc.communicate(timeout=300)
+    _out, err = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, err[-3000:]
+    return err
+
+
+def test_an_interrupted_pipeline_resumes_its_stage_from_the_checkpoint(upstream, tmp_path):
+    folder = tmp_path / "cuboid"
+
+    def training(folder):
+        phases = folder / "upper" / "phases.log"
+        return phases.is_file() and "training" in phases.read_text()
+
+    err = ctrl_c_pipeline(upstream, tmp_path, training, "0.01", timeout=300)
     found = stages(folder)
     assert found["mid"]["state"] == "done" and found["upper"]["state"] == "stopped"
     assert found["eval-upper"]["state"] == "pending"
@@ -395,20 +405,12 @@ def test_an_interrupted_eval_stage_is_stopped_and_done_again(upstream, tmp_path)
     """Ctrl-C while the pipeline evaluates (in its own process, a calculator child per
     checkpoint) stops the stage, kills the child and exits 0; run again, it is evaluated."""
     folder = tmp_path / "cuboid"
-    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.05")
-    cmd = [sys.executable, "-m", "mapush"] + [str(a) for a in pipeline_args(folder)]
-    proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    record = folder / "pipeline.json"
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:
-        if record.is_file() and stages(folder)["eval-mid"]["state"] == "running":
-            break
-        time.sleep(0.1)
-    assert proc.poll() is None, proc.communicate()[1][-3000:]
-    os.killpg(proc.pid, signal.SIGINT)
-    _out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-3000:]
+
+    def evaluating(folder):
+        return (folder / "pipeline.json").is_file() and \
+            stages(folder)["eval-mid"]["state"] == "running"
+
+    err = ctrl_c_pipeline(upstream, tmp_path, evaluating, "0.05", timeout=120)
     found = stages(folder)
     assert found["mid"]["state"] == "done" and found["eval-mid"]["state"] == "stopped"
     assert found["upper"]["state"] == "pending"

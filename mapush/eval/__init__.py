@@ -160,6 +160,15 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
         return 1, None, "error: the evaluation process printed no result"
 
 
+def read_evaluated(run_dir: Path) -> List[Dict[str, Any]]:
+    """The records of ``run_dir/eval.jsonl`` (``--run``'s output), oldest first; none when
+    the run was not evaluated."""
+    path = Path(run_dir) / EVAL_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     """``--out FILE``, else ``DIR/eval.jsonl``, which must be writable (the image's
     /opt/mapush is not)."""
