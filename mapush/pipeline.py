@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict
 
 from mapush.common.atomic import write_json
 from mapush.common.clock import now
@@ -82,12 +82,15 @@ class Pipeline(object):
         self.save()
         try:
             code = work()
-        except KeyboardInterrupt:
-            code = 130
-            self.sup.poll()
-        except MapushError as exc:
-            print("error: %s" % exc, file=sys.stderr, flush=True)
-            code, stage["error"] = exc.exit_code, str(exc)
+        except BaseException as exc:  # noqa: BLE001 - the stop, whatever it surfaced as
+            if self.sup.stopping:  # KeyboardInterrupt, or what a C extension made of it
+                code = 130  # (torch 1.13's import turns it into a RuntimeError)
+                self.sup.poll()
+            elif isinstance(exc, MapushError):
+                print("error: %s" % exc, file=sys.stderr, flush=True)
+                code, stage["error"] = exc.exit_code, str(exc)
+            else:
+                raise
         stage.update(exit=code, finished=now())
         if self.sup.stopping:
             stage["state"] = "stopped"
