@@ -54,10 +54,10 @@ def test_sigkill_mid_write_leaves_the_previous_checkpoint_loadable(tmp_path):
 
 
 SUPERVISE = r"""
-import json, subprocess, sys
+import json, sys
 from mapush.run.train import supervise
-proc = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]])
-out = supervise(proc, grace=float(sys.argv[4]))
+out = supervise([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]],
+                grace=float(sys.argv[4]))
 print(json.dumps({"status": out.status, "stop_signal": out.stop_signal, "killed": out.killed}))
 """
 

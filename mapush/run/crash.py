@@ -10,14 +10,14 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Optional
 
 from mapush.proc import signal_name
 from mapush.common.phases import read_phases
+from mapush.diagnostics.physx_budget import BUDGET_FILE
 from mapush.spec import RunSpec
 
-PHASE_LOG = "phases.log"  # same name as mapush.run.train.PHASE_LOG
-BUDGET_FILE = "contact_budget.json"
+PHASE_LOG = "phases.log"  # the phases the child reached (mapush.common.phases)
 
 _OOM_FIX = ("lower --num-envs; leave MAPUSH_CONTACT_PAIRS_MULTIPLIER unset so mapush sizes the "
             "PhysX contact buffer (or lower it); check 'mapush doctor --num-envs N'")
@@ -69,8 +69,7 @@ _SIGKILL_CAUSE = ("killed with SIGKILL: the host's OOM killer (out of host memor
 
 
 def last_phase(run_dir: Path) -> str:
-    seen = read_phases(str(Path(run_dir) / PHASE_LOG))
-    return seen[-1] if seen else "start"
+    return (read_phases(str(Path(run_dir) / PHASE_LOG)) or ["start"])[-1]
 
 
 def _budget_note(run_dir: Path) -> Optional[str]:
@@ -83,13 +82,6 @@ def _budget_note(run_dir: Path) -> Optional[str]:
             % (budget.get("pairs"), budget.get("bytes", 0) / 1048576.0, budget.get("source"),
                "%.0f MiB" % (free / 1048576.0) if free else "unknown memory",
                budget.get("device")))
-
-
-def likely_causes(phase: str, signum: int) -> List[Tuple[str, str]]:
-    causes = list(CAUSES.get(phase, CAUSES["training"]))
-    if signum == signal.SIGKILL:
-        causes.insert(0, _SIGKILL_CAUSE)
-    return causes
 
 
 def report_crash(spec: RunSpec, signum: int) -> int:
@@ -108,7 +100,8 @@ def report_crash(spec: RunSpec, signum: int) -> int:
                  else "GPU memory free unknown (%s)" % (
                      "CPU simulation" if not str(spec.sim_device).startswith("cuda")
                      else "nvidia-smi unavailable"))
-    causes = likely_causes(phase, signum)
+    causes = ([_SIGKILL_CAUSE] if signum == signal.SIGKILL else []) + \
+        CAUSES.get(phase, CAUSES["training"])
     err = sys.stderr
     print("", file=err)
     print("mapush: the training process died from %s in phase '%s'" % (name, phase), file=err)

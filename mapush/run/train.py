@@ -6,7 +6,6 @@ process that can still write its final checkpoint.
 """
 import os
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,8 @@ from mapush.errors import MapushError, UsageError
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
 from mapush.common.atomic import DISK_FULL, write_json, write_text
+from mapush.checkpoints.source import OBJECT_CONFIG, RUN_CONFIG
+from mapush.run.crash import PHASE_LOG
 from mapush.spec import UPPER, RunSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,47 +26,34 @@ if TYPE_CHECKING:  # pragma: no cover
 
 UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
-CONFIG = "config.json"
-PHASE_LOG = "phases.log"
+
+def _stage(spec: RunSpec, source: Path, copy: Path) -> Dict[str, Any]:
+    """Copy ``source`` into the run directory at ``copy`` (relative to it): what the run,
+    its resumes and its evaluation read, whatever later happens to the original."""
+    write_text(Path(spec.run_dir) / copy, source.read_text())
+    return {"source": str(source.resolve()), "copy": str(copy),
+            "sha256": sha256(Path(spec.run_dir) / copy)}
 
 
 def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
-    """Copy the run's object config into ``<run_dir>/task/config.py`` (as upstream's
-    train.py copies it into its results folder) and point the spec at the copy, so the run,
-    its resumes and its evaluation use the same file (a resume does not stage again)."""
-    from mapush.checkpoints.source import OBJECT_CONFIG
+    """The run's object config as ``<run_dir>/task/config.py`` (as upstream's train.py
+    copies it into its results folder), the spec pointed at the copy (the high level: MQE's
+    installed upper config, copied for the record only)."""
     from mapush.objects import mapush_root, object_config_path
 
-    copy = Path(spec.run_dir) / OBJECT_CONFIG
     if spec.task == UPPER:
-        # The high level runs MQE's installed upper config, not an object's.
         source = mapush_root() / UPPER_CONFIG
         if not source.is_file():
             return spec, {"source": None, "copy": None, "sha256": None,
                           "note": "no %s under MAPUSH_ROOT to copy" % UPPER_CONFIG}
-        write_text(copy, source.read_text())
-        return spec, {"source": str(source.resolve()), "copy": str(OBJECT_CONFIG),
-                      "sha256": sha256(copy)}
+        return spec, _stage(spec, source, OBJECT_CONFIG)
     source = Path(spec.object_config) if spec.object_config else object_config_path(spec.object)
-    write_text(copy, source.read_text())
-    record = {"source": str(source.resolve()), "copy": str(OBJECT_CONFIG),
-              "sha256": sha256(copy)}
+    record = _stage(spec, source, OBJECT_CONFIG)
+    copy = Path(spec.run_dir) / OBJECT_CONFIG
     return spec.with_changes(object_config=str(copy.resolve())), record
 
 
 OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.yaml)
-
-
-def stage_overrides(spec: RunSpec) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
-    """Copy ``--config`` into ``<run_dir>/overrides.yaml`` and point the spec at the copy:
-    the run, its resumes and its evaluation read what it was started with, whatever later
-    happens to the user's file."""
-    if not spec.config:
-        return spec, None
-    copy = Path(spec.run_dir) / OVERRIDES
-    write_text(copy, Path(spec.config).read_text())
-    return spec.with_changes(config=str(copy.resolve())), {
-        "source": str(Path(spec.config).resolve()), "copy": OVERRIDES, "sha256": sha256(copy)}
 
 
 def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
@@ -75,7 +63,7 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     from. ``record``: the run's config.json when resuming; the new record keeps it and
     appends the resume (its spec, stack and command) under ``resumes``."""
     run_dir = Path(spec.run_dir)
-    path = run_dir / CONFIG
+    path = run_dir / RUN_CONFIG
     stack = provenance()
     warn_if_incomplete(stack, str(path))
     if record is not None:
@@ -87,7 +75,9 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
         return path, spec
     run_dir.mkdir(parents=True, exist_ok=True)
     spec, object_config = stage_object_config(spec)
-    spec, overrides = stage_overrides(spec)
+    overrides = _stage(spec, Path(spec.config), Path(OVERRIDES)) if spec.config else None
+    if overrides:
+        spec = spec.with_changes(config=str((run_dir / OVERRIDES).resolve()))
     new = {"spec": spec.to_dict(), "provenance": stack, "created": now(),
            "command": sys.argv, "object_config": object_config,
            "start": {"steps": spec.steps, "num_envs": spec.num_envs}}  # type: Dict[str, Any]
@@ -104,10 +94,6 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     return path, spec
 
 
-def child_command(config_path: Path) -> List[str]:
-    return [sys.executable, "-m", "mapush.run.child", str(config_path)]
-
-
 STOP_GRACE_ENV = "MAPUSH_STOP_GRACE_S"
 # How long the child may take, after the first SIGINT/SIGTERM, to write its final checkpoint
 # and leave before the parent kills it. Below compose's stop_grace_period (60 s), so that the
@@ -116,9 +102,8 @@ DEFAULT_STOP_GRACE_S = 50.0
 
 
 def stop_grace_s() -> float:
-    raw = os.environ.get(STOP_GRACE_ENV, "")
     try:
-        value = float(raw) if raw else DEFAULT_STOP_GRACE_S
+        value = float(os.environ.get(STOP_GRACE_ENV) or DEFAULT_STOP_GRACE_S)
     except ValueError:
         value = DEFAULT_STOP_GRACE_S
     return value if value > 0 else DEFAULT_STOP_GRACE_S
@@ -131,35 +116,25 @@ class ChildOutcome:
     killed: bool = False               # the parent killed it after the grace period
 
 
-def _supervisor(grace: float) -> Supervisor:
-    return Supervisor("mapush", "the trainer writes a final checkpoint and stops (the child "
-                      "is killed if it has not left within %.0f s)" % grace, grace,
-                      again="already stopping, waiting for the final checkpoint")
-
-
-def supervise(proc: "subprocess.Popen[bytes]", grace: float) -> ChildOutcome:
-    """Wait for the child (:class:`mapush.proc.Supervisor`): the first SIGINT/SIGTERM is
+def supervise(argv: List[str], grace: float, **popen: Any) -> ChildOutcome:
+    """Run the child (:class:`mapush.proc.Supervisor`): the first SIGINT/SIGTERM is
     forwarded, the child writes a final checkpoint and exits 0; it is killed if still
     running ``grace`` seconds later."""
-    sup = _supervisor(grace)
-    sup.children.append(proc)
-    with sup:
-        status = sup.wait(proc)
+    with Supervisor("mapush", "the trainer writes a final checkpoint and stops (the child "
+                    "is killed if it has not left within %.0f s)" % grace, grace,
+                    again="already stopping, waiting for the final checkpoint") as sup:
+        status = sup.wait(sup.start(argv, **popen))
     return ChildOutcome(status, sup.stop_signal, sup.killed)
 
 
-def start_child(spec: RunSpec, config_path: Path, lock_fd: Optional[int] = None
-                ) -> ChildOutcome:
+def start_child(spec: RunSpec, config_path: Path, lock_fd: int) -> ChildOutcome:
     """The training child, holding the run's lock (``lock_fd``) with the parent."""
-    run_dir = Path(spec.run_dir)
-    phase_file = run_dir / PHASE_LOG
+    phase_file = Path(spec.run_dir) / PHASE_LOG
     write_text(phase_file, "")
-    env = dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file), PYTHONUNBUFFERED="1")
-    with _supervisor(stop_grace_s()) as sup:
-        proc = sup.start(child_command(config_path), env=env,
-                         pass_fds=() if lock_fd is None else (lock_fd,))
-        status = sup.wait(proc)
-    return ChildOutcome(status, sup.stop_signal, sup.killed)
+    return supervise([sys.executable, "-m", "mapush.run.child", str(config_path)],
+                     stop_grace_s(), pass_fds=(lock_fd,),
+                     env=dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file),
+                              PYTHONUNBUFFERED="1"))
 
 
 def _newest_checkpoint(spec: RunSpec) -> str:
@@ -223,11 +198,6 @@ def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> "RunLock":
     return lock
 
 
-def _disk_full(exc: OSError, what: Path) -> MapushError:
-    return MapushError("disk full (%s) while writing %s: the previous one is intact; free "
-                       "space and run the command again" % (os.strerror(exc.errno), what))
-
-
 def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None
           ) -> int:
     """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
@@ -245,7 +215,9 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
             config_path, spec = write_config(spec, record)
         except OSError as exc:
             if exc.errno in DISK_FULL:
-                raise _disk_full(exc, Path(spec.run_dir) / CONFIG)
+                raise MapushError("disk full (%s) while writing %s: the previous one is "
+                                  "intact; free space and run the command again"
+                                  % (os.strerror(exc.errno), Path(spec.run_dir) / RUN_CONFIG))
             raise
         print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
         ended = start_child(spec, config_path, lock.fd)
