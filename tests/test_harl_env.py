@@ -227,9 +227,8 @@ for _ in range(12):
     dones = np.repeat(done[:, None], 2, axis=1)
     on_host.per_step((None, None, rewards, dones))
     on_device.per_step((None, None, torch.from_numpy(rewards), torch.from_numpy(dones)))
-print(json.dumps({"host": [on_host._return_sum, on_host._return_count],
-                  "device": [float(on_device._done_sum.sum()),
-                             int(on_device._done_count.sum())]}))
+print(json.dumps({name: [float(log._done_sum.sum()), int(log._done_count.sum())]
+                  for name, log in (("host", on_host), ("device", on_device))}))
 """
 
 

@@ -3,8 +3,8 @@
 HARL builds loggers from ``LOGGER_REGISTRY`` without the env; incident 001's logger crashed on
 ``self.envs``. Here the trainer hands the env in with :meth:`MAPushLogger.attach` right after
 the runner is built, and :meth:`init` refuses to start without it. Per-step work is a few
-numpy ops on arrays HARL already has (no Python loop over envs, nothing that grows); the env
-statistics are read once per log interval.
+tensor ops on the arrays HARL already has (no Python loop over envs, nothing that grows); the
+env statistics are read once per log interval.
 
 Tags (shared with the OpenRL trainer): ``metrics/<name>`` (success rate and finished time
 over finished episodes, ``metrics/first_episode/<name>`` for the degrees), ``reward/<term>``,
@@ -18,7 +18,6 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 from harl.common.base_logger import BaseLogger
-
 
 
 def _float(value: Any) -> float:
@@ -61,37 +60,27 @@ class MAPushLogger(BaseLogger):
                                "after building the runner (incident 001, bug 7)")
         self.start = time.time()
         self.episodes = episodes
-        n = int(self.algo_args["train"]["n_rollout_threads"])
-        self.train_episode_rewards = np.zeros(n, dtype=np.float64)
-        self.done_episodes_rewards = []  # type: List[float]  # unused: kept for HARL
-        self._return_sum = 0.0
-        self._return_count = 0
+        self.train_episode_rewards = None  # type: Optional[torch.Tensor]
         self._last_time = self.start
         self._last_steps = None  # type: Optional[int]
         self.total_num_steps = self.steps_before
 
     def per_step(self, data: Any) -> None:
-        rewards, dones = data[2], data[3]
-        if isinstance(rewards, torch.Tensor):  # train.device_rollout: no host sync per step
-            done_env = dones[:, 0]
-            if not isinstance(self.train_episode_rewards, torch.Tensor):
-                n = int(done_env.shape[0])
-                self.train_episode_rewards = torch.zeros(n, device=rewards.device)
-                self._done_sum = torch.zeros(n, device=rewards.device)
-                self._done_count = torch.zeros(n, dtype=torch.long, device=rewards.device)
-            self.train_episode_rewards += rewards.mean(dim=1).view(-1)
-            self._done_sum += torch.where(done_env, self.train_episode_rewards,
-                                          torch.zeros_like(self.train_episode_rewards))
-            self._done_count += done_env
-            self.train_episode_rewards.masked_fill_(done_env, 0.0)
-            return
-        # The adapter repeats one done per env across agents: column 0 is the env's.
-        done_env = dones[:, 0].astype(bool)
-        self.train_episode_rewards += np.mean(rewards, axis=1).reshape(-1)
-        if done_env.any():
-            self._return_sum += float(self.train_episode_rewards[done_env].sum())
-            self._return_count += int(done_env.sum())
-            self.train_episode_rewards[done_env] = 0.0
+        """Episode returns, summed where the rollout is (numpy: on the host, no copy;
+        train.device_rollout: on the device, no host sync per step). The adapter repeats one
+        done per env across agents: column 0 is the env's."""
+        rewards = torch.as_tensor(data[2])
+        done_env = torch.as_tensor(data[3])[:, 0].bool()
+        if self.train_episode_rewards is None:
+            n, device = int(done_env.shape[0]), rewards.device
+            self.train_episode_rewards = torch.zeros(n, dtype=torch.float64, device=device)
+            self._done_sum = torch.zeros(n, dtype=torch.float64, device=device)
+            self._done_count = torch.zeros(n, dtype=torch.long, device=device)
+        self.train_episode_rewards += rewards.mean(dim=1).view(-1)
+        self._done_sum += torch.where(done_env, self.train_episode_rewards,
+                                      torch.zeros_like(self.train_episode_rewards))
+        self._done_count += done_env
+        self.train_episode_rewards.masked_fill_(done_env, 0.0)
 
     def steps_at(self, episode: int) -> int:
         train = self.algo_args["train"]
@@ -121,14 +110,12 @@ class MAPushLogger(BaseLogger):
             self.scalar("metrics/" + name, value)
         for term, value in sorted(self.envs.reward_terms().items()):
             self.scalar("reward/" + term, value)
-        if isinstance(self.train_episode_rewards, torch.Tensor):  # device rollout's sums
-            self._return_sum = self._return_sum + _float(self._done_sum.sum())
-            self._return_count = self._return_count + int(_float(self._done_count.sum()))
-            self._done_sum.zero_()
-            self._done_count.zero_()
-        if self._return_count:
-            self.scalar("metrics/episode_return", self._return_sum / self._return_count)
-            self._return_sum, self._return_count = 0.0, 0
+        if self.train_episode_rewards is not None:
+            count = int(self._done_count.sum())
+            if count:
+                self.scalar("metrics/episode_return", float(self._done_sum.sum()) / count)
+                self._done_sum.zero_()
+                self._done_count.zero_()
         self.writter.flush()
 
         total = int(self.algo_args["train"]["num_env_steps"])
@@ -158,8 +145,3 @@ class MAPushLogger(BaseLogger):
     def scalar(self, tag: str, value: float, step: Optional[int] = None) -> None:
         self.writter.add_scalar(tag, float(value), self.total_num_steps if step is None
                                 else int(step))
-
-    def log_env(self, env_infos: Dict[str, Any]) -> None:
-        for key, values in env_infos.items():
-            if len(values) > 0:
-                self.scalar("eval/" + key, float(np.mean(values)))

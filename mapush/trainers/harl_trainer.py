@@ -15,7 +15,7 @@ import copy
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 from mapush.errors import MapushError, UsageError
 from mapush.common import phases
@@ -112,6 +112,11 @@ def split_config(spec: RunSpec, config: Dict[str, Any]
     return args, algo_args, env_args
 
 
+def write_harl_config(folder: Path, args: Any, algo_args: Any, env_args: Any) -> None:
+    write_json(folder / HARL_CONFIG, {"main_args": args, "algo_args": algo_args,
+                                      "env_args": env_args})
+
+
 # --------------------------------------------------------------------------- runner
 @contextlib.contextmanager
 def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
@@ -129,8 +134,7 @@ def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
             SummaryWriter(str(log_dir))
 
     def save_config(args: Any, algo_args: Any, env_args: Any, _where: Any) -> None:
-        write_json(run_dir / HARL_CONFIG, {"main_args": args, "algo_args": algo_args,
-                                           "env_args": env_args})
+        write_harl_config(run_dir, args, algo_args, env_args)
 
     def init_device(args: Dict[str, Any]) -> Any:
         torch.set_num_threads(int(args["torch_threads"]))
@@ -181,15 +185,6 @@ def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
     return runner
 
 
-def _actors(runner: Any) -> List[Any]:
-    """Distinct actors (MAPPO shares one object among the agents)."""
-    seen = []  # type: List[Any]
-    for actor in runner.actor:
-        if not any(actor is s for s in seen):
-            seen.append(actor)
-    return seen
-
-
 def current_lrs(runner: Any) -> Dict[str, float]:
     lrs = {"critic": float(runner.critic.critic_optimizer.param_groups[0]["lr"])}
     for i, actor in enumerate(runner.actor):
@@ -218,9 +213,7 @@ def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
         torch.save({"actors": [a.actor_optimizer.state_dict() for a in runner.actor],
                     "critic": runner.critic.critic_optimizer.state_dict()},
                    str(tmp / OPTIMIZERS))
-        args, algo_args, env_args = split_config(ctx.spec, config)
-        write_json(tmp / HARL_CONFIG, {"main_args": args, "algo_args": algo_args,
-                                       "env_args": env_args})
+        write_harl_config(tmp, *split_config(ctx.spec, config))
     return ctx.run_dir / "checkpoints" / name
 
 
@@ -248,7 +241,9 @@ def restore_checkpoint(runner: Any, path: Path, device: Any, optimizers: bool = 
 
 
 def _lr_decay(runner: Any, update: int, total: int) -> None:
-    for actor in _actors(runner):
+    """Each distinct actor's schedule (MAPPO shares one object among the agents) and the
+    critic's."""
+    for actor in {id(a): a for a in runner.actor}.values():
         actor.lr_decay(update, total)
     runner.critic.lr_decay(update, total)
 
@@ -363,10 +358,9 @@ def train(ctx: RunContext) -> int:
 
 
 def _env_step(runner: Any, step: int) -> Tuple[Any, ...]:
-    values, actions, log_probs, rnn_states, rnn_states_critic = runner.collect(step)
-    obs, share_obs, rewards, dones, infos, available = runner.envs.step(actions)
-    return (obs, share_obs, rewards, dones, infos, available, values, actions, log_probs,
-            rnn_states, rnn_states_critic)
+    """One env step, as the tuple ``runner.insert`` takes (HARL's ``run`` builds it so)."""
+    values, actions, log_probs, rnn, rnn_critic = runner.collect(step)
+    return tuple(runner.envs.step(actions)) + (values, actions, log_probs, rnn, rnn_critic)
 
 
 def _close(runner: Any) -> None:
@@ -389,10 +383,6 @@ def read_checkpoint_config(checkpoint_dir: Path) -> Dict[str, Any]:
                       % (checkpoint_dir, HARL_CONFIG))
 
 
-def _per_agent(space: Any, n_agents: int) -> List[Any]:
-    return list(space) if isinstance(space, (list, tuple)) else [space] * n_agents
-
-
 def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], Any]:
     """Deterministic policy of a HARL checkpoint: ``act(obs)`` maps numpy obs
     ``(n_envs, n_agents, obs_dim)`` to numpy actions ``(n_envs, n_agents, act_dim)``.
@@ -407,8 +397,9 @@ def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], An
     algo = config["main_args"]["algo"]
     algo_args = config["algo_args"]
     n_agents = int(getattr(env, "n_agents", getattr(env, "num_agents", 0)))
-    obs_spaces = _per_agent(env.observation_space, n_agents)
-    act_spaces = _per_agent(env.action_space, n_agents)
+    obs_spaces, act_spaces = [list(space) if isinstance(space, (list, tuple))
+                              else [space] * n_agents
+                              for space in (env.observation_space, env.action_space)]
     args = dict(algo_args["model"], **algo_args["algo"])
     device = torch.device(device)
     actors = []
@@ -448,9 +439,5 @@ def load_policy(checkpoint: Path, env: Any, spec: RunSpec) -> Callable[[Any], An
     import torch
 
     actor = load_actor(checkpoint, env, spec.rl_device)
-
-    def policy(obs: Any) -> Any:
-        return torch.as_tensor(actor(obs), dtype=torch.float32, device=env.device)
-
-    return policy
+    return lambda obs: torch.as_tensor(actor(obs), dtype=torch.float32, device=env.device)
 
