@@ -96,13 +96,15 @@ def test_resolve_resume_run_dir_and_checkpoint(tmp_path):
     assert run_dir == tmp_path and meta["step"] == 10
 
 
-@pytest.mark.parametrize("make", ["missing", "empty_run", "corrupt_checkpoint", "plain_dir"])
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(tmp_path):
+    write_json(tmp_path / "config.json", {"spec": {}})
+    assert resolve_resume(str(tmp_path)) == (tmp_path, None, {})
+
+
+@pytest.mark.parametrize("make", ["missing", "corrupt_checkpoint", "plain_dir"])
 def test_resolve_resume_rejects_bad_targets(tmp_path, make):
     target = tmp_path / "target"
-    if make == "empty_run":
-        target.mkdir()
-        (target / "config.json").write_text(json.dumps({"spec": {}}))
-    elif make == "corrupt_checkpoint":
+    if make == "corrupt_checkpoint":
         target.mkdir()
         (target / "meta.json").write_text('{"step": "x"}')
     elif make == "plain_dir":

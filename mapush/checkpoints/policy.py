@@ -67,13 +67,26 @@ def _torch_load(path: Path, device: Any, **kwargs: Any) -> Any:
     return torch.load(str(path), map_location=device, **kwargs)
 
 
+def file_digest(path: Path) -> Dict[str, Any]:
+    """What a checkpoint's ``meta.json`` records of a file it vouches for."""
+    return {"bytes": path.stat().st_size, "sha256": sha256(path)}
+
+
 def load_module(checkpoint: Any, device: Any, what: str) -> Any:
-    """The whole OpenRL module in ``checkpoint``; what cannot be read is one UsageError
-    that names the missing piece (e.g. Isaac Gym's bindings outside the image)."""
+    """The whole OpenRL module in ``checkpoint`` (a folder holding ``module.pt``, or the
+    file: ours or the authors'); what cannot be read, or a file that does not match the
+    size and sha256 its ``meta.json`` recorded, is one UsageError that names the problem
+    (e.g. Isaac Gym's bindings outside the image)."""
+    from mapush.checkpoints.store import read_meta
+
     path = module_path(checkpoint)
     if not path.is_file():
         raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "
                          "module.pt" % (what, checkpoint, MODULE_FILE))
+    expected = ((read_meta(path.parent) or {}).get("files") or {}).get(MODULE_FILE)
+    if expected and file_digest(path) != expected:
+        raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
+                         "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
     try:
         module = _torch_load(path, device)
     except ImportError as exc:

@@ -134,26 +134,11 @@ def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
         _compare("--init-from", spec.init_from, given, args.init_from)
 
 
-def resume_target(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
-    """``--resume RUN_DIR_OR_CHECKPOINT`` -> ``(run_dir, checkpoint or None, meta)``. A run
-    that stopped before its first checkpoint resumes from step 0 with its record."""
-    from mapush.checkpoints.source import is_upstream_run
-    from mapush.checkpoints.store import latest_checkpoint, resolve_resume
-
-    path = Path(target)
-    if is_upstream_run(path) or is_upstream_run(path.parent.parent):
-        raise UsageError("--resume %s is an authors' results folder, not a run of ours: "
-                         "--resume continues our runs; start a new run from its weights "
-                         "with --init-from %s" % (target, target))
-    if path.is_dir() and (path / RUN_CONFIG).is_file() and latest_checkpoint(path) is None:
-        return path, None, {}
-    run_dir, checkpoint, meta = resolve_resume(target)
-    return Path(run_dir), checkpoint, meta
-
-
 def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dict[str, Any]]:
     """The spec that continues ``--resume``'s run, and the run's record."""
-    run_dir, checkpoint, _meta = resume_target(args.resume)
+    from mapush.checkpoints.store import resolve_resume
+
+    run_dir, checkpoint, _meta = resolve_resume(args.resume)
     record = read_record(run_dir)
     check_against_record(args, given, record, run_dir)
     spec = recorded_spec(record, run_dir)

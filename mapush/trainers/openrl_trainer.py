@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 import torch
@@ -31,18 +31,16 @@ from mapush.checkpoints import policy as policy_file
 from mapush.envs.openrl_env import OpenRLEnv
 from mapush.errors import UsageError
 from mapush.common import phases
-from mapush.common.hashing import sha256
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import RunContext
 from mapush.run.watchdog import MemoryWatchdog
-from mapush.checkpoints.policy import module_path
 from mapush.spec import UPPER, RunSpec
 from mapush.trainers import CONFIG_DIR, by_library
 
 SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
 # The high level's additions to the recipe (8000-step episodes).
-TASK_CONFIGS = {UPPER: Path(__file__).resolve().parent / "configs" / "ppo_upper.yaml"}
+TASK_CONFIGS = {UPPER: CONFIG_DIR / "ppo_upper.yaml"}
 MODULE_FILE = policy_file.MODULE_FILE
 NAME_PREFIX = "rl_model"  # OpenRL's checkpoint names: rl_model_<step>_steps
 RESOLVED_CONFIG = "openrl_config.json"
@@ -116,7 +114,6 @@ class RunLogger(Logger):
         from tensorboardX import SummaryWriter
 
         run_dir = Path(self.log_path)
-        self.run_dir = run_dir
         self.log_dir = str(run_dir / "logs")
         os.makedirs(self.log_dir, exist_ok=True)
         root = logging.getLogger()
@@ -173,22 +170,7 @@ class RunLogger(Logger):
 
 
 # -- checkpoints ------------------------------------------------------------------------
-def _digest(path: Path) -> Dict[str, Any]:
-    return {"bytes": path.stat().st_size, "sha256": sha256(path)}
-
-
 def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
-    """The OpenRL module saved in ``checkpoint`` (a folder holding ``module.pt``, or the
-    file: ours or the authors'), on ``device``. A missing, altered or unreadable file is a
-    UsageError."""
-    from mapush.checkpoints.store import read_meta
-
-    path = module_path(checkpoint)
-    meta = read_meta(path.parent) or {}
-    expected = (meta.get("files") or {}).get(MODULE_FILE)
-    if expected and path.is_file() and _digest(path) != expected:
-        raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
-                         "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
     return policy_file.load_module(checkpoint, torch.device(device), what)
 
 
@@ -274,7 +256,6 @@ class RunCallback(CheckpointCallback):
         self.update = start_update
         self.trained_steps = start_step
         self.last_saved = start_step if ctx.resume_path else -1
-        self.saved = []  # type: List[Path]
         self.watchdog = MemoryWatchdog(ctx.spec.rl_device, run_logger.log_scalar, every=10,
                                        warmup=5)
         self._rollout_done = False
@@ -324,10 +305,10 @@ class RunCallback(CheckpointCallback):
                 rates[name] = float(groups[0]["lr"])
         return rates
 
-    def save(self) -> Optional[Path]:
+    def save(self) -> None:
         step = int(self.trained_steps)
         if step == self.last_saved:
-            return None
+            return
         name = "%s_%d_steps" % (self.name_prefix, step)
         spec = self.ctx.spec
         meta = {"step": step, "algo": spec.algo, "update": self.update, "task": spec.task,
@@ -340,14 +321,11 @@ class RunCallback(CheckpointCallback):
         with atomic_checkpoint(self.ctx.run_dir, name, meta) as tmp:
             self.agent.save(str(tmp))
             # meta.json is written when the block ends: record what it vouches for
-            meta["files"] = {MODULE_FILE: _digest(Path(tmp) / MODULE_FILE)}
+            meta["files"] = {MODULE_FILE: policy_file.file_digest(Path(tmp) / MODULE_FILE)}
         self.run_logger.flush()
         self.last_saved = step
-        path = checkpoints_dir(self.ctx.run_dir) / name
-        self.saved.append(path)
-        logging.info("checkpoint %s (step %d)", path, step)
+        logging.info("checkpoint %s (step %d)", checkpoints_dir(self.ctx.run_dir) / name, step)
         phases.mark("training")
-        return path
 
 
 # -- entry point ------------------------------------------------------------------------
