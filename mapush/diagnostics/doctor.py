@@ -299,23 +299,18 @@ def check_isaacgym(_opts: Options, state: Dict[str, Any]) -> Check:
     return Check("isaacgym", OK, "Isaac Gym importable from %s" % pkg)
 
 
-def torch_extensions_roots() -> List[Path]:
+def torch_extensions_root() -> Path:
     """Where ``torch.utils.cpp_extension.load`` builds: $TORCH_EXTENSIONS_DIR, else
     ``$XDG_CACHE_HOME/torch_extensions/py38_cu116`` (default cache ``~/.cache``)."""
-    env = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if env:
-        return [Path(env)]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return [Path(cache) / "torch_extensions"]
+    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path(cache) / "torch_extensions")
 
 
 def find_gymtorch_build() -> Optional[Path]:
-    for root in torch_extensions_roots():
-        for pattern in ("gymtorch/gymtorch*.so", "*/gymtorch/gymtorch*.so"):
-            found = sorted(root.glob(pattern))
-            if found:
-                return found[0]
-    return None
+    root = torch_extensions_root()
+    found = [path for pattern in ("gymtorch/gymtorch*.so", "*/gymtorch/gymtorch*.so")
+             for path in sorted(root.glob(pattern))]
+    return found[0] if found else None
 
 
 def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
@@ -328,7 +323,7 @@ def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
     built = find_gymtorch_build()
     if built is not None:
         return Check("gymtorch", OK, "gymtorch built: %s" % built)
-    where = ", ".join(str(r) for r in torch_extensions_roots())
+    where = torch_extensions_root()
     tools = [t for t in ("ninja", "g++") if shutil.which(t) is None]
     fix = ("the image builds it once at build time ('make build'); outside the image set "
            "TORCH_EXTENSIONS_DIR to a persistent folder so it is compiled only once")

@@ -50,10 +50,6 @@ def host_rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _is_cuda(device: Any) -> bool:
-    return str(device).startswith("cuda")
-
-
 def slope(xs: List[float], ys: List[float]) -> float:
     """Least-squares slope of ``ys`` over ``xs`` (0 when ``xs`` do not vary)."""
     import numpy as np
@@ -89,7 +85,7 @@ class MemoryWatchdog(object):
         self.min_positive = float(min_positive)
         self.stream = stream
         self._sampler = sampler
-        self.cuda = _is_cuda(device)
+        self.cuda = str(device).startswith("cuda")
         self.track = "memory/gpu_allocated_mb" if self.cuda else "memory/host_rss_mb"
         self.samples = []  # type: List[Tuple[int, int, float]]  # (update, env_step, MB)
         self.seen = 0
