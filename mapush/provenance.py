@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import sys
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -117,8 +118,6 @@ def warn_if_incomplete(record: Dict[str, Any], where: str) -> None:
     print("mapush: warning: %s records an incomplete stack (see provenance.incomplete): "
           "missing %s (said once; every run records it)" % (where, "; ".join(missing)),
           file=sys.stderr, flush=True)
-    try:
+    with suppress(OSError):  # an unwritable home: the warning comes again next time
         mark.parent.mkdir(parents=True, exist_ok=True)
         mark.touch()
-    except OSError:
-        pass  # an unwritable home: the warning comes again next time

@@ -11,6 +11,7 @@ the object config (the URDF it loads, :func:`mapush.objects.read_object_name`), 
 """
 import json
 import re
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -151,8 +152,6 @@ def parse_success_rate(text: str) -> Dict[int, Dict[str, float]]:
             continue
         for key, label in _FIGURES:
             if line.strip().startswith(label + ":") and key not in table[step]:
-                try:
+                with suppress(ValueError):
                     table[step][key] = float(line.split(":", 1)[1])
-                except ValueError:
-                    pass
     return {s: figures for s, figures in table.items() if "success_rate" in figures}

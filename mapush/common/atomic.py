@@ -3,6 +3,7 @@ old file or the new one, never a torn one."""
 import errno
 import json
 import os
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Union
 
@@ -11,12 +12,16 @@ PathLike = Union[str, Path]
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def fsync_dir(path: PathLike) -> None:
+def fsync_path(path: PathLike) -> None:
+    """fsync a file or a folder (a folder: its entries, e.g. a rename into it)."""
     fd = os.open(str(path), os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_path
 
 
 def write_bytes(path: PathLike, data: bytes) -> None:
@@ -30,10 +35,8 @@ def write_bytes(path: PathLike, data: bytes) -> None:
             os.fsync(fh.fileno())
         os.replace(str(tmp), str(path))
     except BaseException:
-        try:  # a full disk must not keep the partial copy
+        with suppress(OSError):  # a full disk must not keep the partial copy
             os.unlink(str(tmp))
-        except OSError:
-            pass
         raise
     fsync_dir(path.parent)
 
@@ -50,12 +53,8 @@ def fsync_tree(root: PathLike) -> None:
     """fsync every file and folder under ``root`` (bottom-up)."""
     for dirpath, _dirnames, filenames in os.walk(str(root), topdown=False):
         for name in filenames:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(dirpath)
+            fsync_path(os.path.join(dirpath, name))
+        fsync_path(dirpath)
 
 
 def writable(folder: Path) -> bool:

@@ -35,6 +35,7 @@ The estimate (docs/lifecycle.md explains it at length):
 import math
 import os
 import sys
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -215,13 +216,11 @@ def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Op
     budget = plan(n, free, bodies)
     print("mapush: PhysX %s" % budget.describe(), file=sys.stderr, flush=True)
     run_dir = Path(str(spec.run_dir))
-    if run_dir.is_dir():
-        try:
+    with suppress(OSError):  # the record is for crash reports; the run goes on without it
+        if run_dir.is_dir():
             write_json(run_dir / BUDGET_FILE, dict(budget.to_dict(), device=device,
                                                    shapes_per_env=bodies.shapes,
                                                    actors_per_env=bodies.actors))
-        except OSError:
-            pass
     if not budget.fits:
         raise MapushError(
             "PhysX contact buffer for %d envs needs %.0f MiB but only %.0f MiB of %s's %.0f MiB "
