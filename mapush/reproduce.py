@@ -45,16 +45,6 @@ def authors_runs(results: Path) -> Dict[str, Path]:
     return runs
 
 
-def parse_objects(values: Optional[List[str]]) -> Optional[List[str]]:
-    """``--objects a b`` or ``--objects a,b``; None: every object with an authors' run."""
-    if not values:
-        return None
-    names = [n for value in values for n in value.split(",") if n]
-    if not names:
-        raise UsageError("--objects: empty list; name objects, e.g. --objects cuboid,Tblock")
-    return names
-
-
 def plan(runs: Dict[str, Path], objects: Optional[List[str]], which: str
          ) -> List[Tuple[str, int, Path, Dict[str, float]]]:
     """``(object, step, checkpoint, their figures)`` to evaluate, in order."""
@@ -140,7 +130,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("no authors' results under %s (results/<run>/ with %s, %s and "
                          "checkpoints/rl_model_<N>_steps/): set MAPUSH_ROOT to the MAPush "
                          "checkout, or --results DIR" % (results, OBJECT_CONFIG, SUCCESS_FILE))
-    todo = plan(runs, parse_objects(args.objects), args.checkpoints)
+    from mapush.sweep import parse_list
+
+    # --objects a b, or a,b; none: every object with an authors' run
+    objects = parse_list("--objects", " ".join(args.objects)) if args.objects else None
+    todo = plan(runs, objects, args.checkpoints)
     infos = []
     for obj, _step, path, _theirs in todo:
         info = describe(path, obj=obj, object_config=str((runs[obj] / OBJECT_CONFIG).resolve()))
