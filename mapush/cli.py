@@ -405,6 +405,8 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     continues with them (each must then equal the record, but the adjustable ones)."""
     import json
 
+    from mapush.checkpoints.source import RUN_CONFIG
+
     try:
         options = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -429,8 +431,6 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
                              % (path, key, value, ", ".join(map(str, action.choices))))
     given = {max(actions[k].option_strings, key=len) for k in options}
     run_dir = options.get("run_dir")
-    from mapush.checkpoints.source import RUN_CONFIG
-
     if run_dir and (Path(run_dir) / RUN_CONFIG).is_file():
         return spec_from_args(train_options(resume=run_dir, **options), given | {"--resume"})
     return spec_from_args(train_options(**options), given)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict
 from mapush.common.atomic import write_json
 from mapush.common.clock import now
 from mapush.errors import MapushError, UsageError
-from mapush.eval import EVAL_FILE, read_evaluated
+from mapush.eval import EVAL_FILE, evaluate_run, read_evaluated
 from mapush.proc import Supervisor, stop_signals
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
@@ -117,8 +117,6 @@ class Pipeline(object):
     def evaluate(self, run: str) -> int:
         """Every checkpoint of ``<dir>/<run>`` into its ``eval.jsonl`` (one calculator
         child per checkpoint, :func:`mapush.eval.evaluate_run`); a stop signal ends it."""
-        from mapush.eval import evaluate_run
-
         options = dict(self._devices(), num_envs=self.args.eval_envs)
         self.stage("eval-" + run).update(evaluated=str(self.dir / run), options=options)
         self.save()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
-from mapush.common.atomic import disk_full, fsync_dir, fsync_tree, write_json
+from mapush.common.atomic import disk_full, fsync_path, fsync_tree, write_json
 
 META = "meta.json"
 TMP_PREFIX = ".tmp-"
@@ -71,7 +71,7 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
             shutil.rmtree(str(old), ignore_errors=True)
         else:
             os.replace(str(tmp), str(final))
-        fsync_dir(root)
+        fsync_path(root)
     except BaseException as exc:
         full = isinstance(exc, Exception) and disk_full(exc, root)
         shutil.rmtree(str(tmp), ignore_errors=True)

@@ -21,9 +21,6 @@ def fsync_path(path: PathLike) -> None:
         os.close(fd)
 
 
-fsync_dir = fsync_path
-
-
 def write_bytes(path: PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -38,7 +35,7 @@ def write_bytes(path: PathLike, data: bytes) -> None:
         with suppress(OSError):  # a full disk must not keep the partial copy
             os.unlink(str(tmp))
         raise
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def write_text(path: PathLike, text: str) -> None:

@@ -27,12 +27,14 @@ if TYPE_CHECKING:  # pragma: no cover
 UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
 
-def _stage(spec: RunSpec, source: Path, copy: Path) -> Dict[str, Any]:
+def _stage(spec: RunSpec, source: Path, copy: Path) -> Tuple[Path, Dict[str, Any]]:
     """Copy ``source`` into the run directory at ``copy`` (relative to it): what the run,
-    its resumes and its evaluation read, whatever later happens to the original."""
-    write_text(Path(spec.run_dir) / copy, source.read_text())
-    return {"source": str(source.resolve()), "copy": str(copy),
-            "sha256": sha256(Path(spec.run_dir) / copy)}
+    its resumes and its evaluation read, whatever later happens to the original. Returns
+    the copy's absolute path and its record for config.json."""
+    target = Path(spec.run_dir) / copy
+    write_text(target, source.read_text())
+    return target.resolve(), {"source": str(source.resolve()), "copy": str(copy),
+                              "sha256": sha256(target)}
 
 
 def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
@@ -46,11 +48,10 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
         if not source.is_file():
             return spec, {"source": None, "copy": None, "sha256": None,
                           "note": "no %s under MAPUSH_ROOT to copy" % UPPER_CONFIG}
-        return spec, _stage(spec, source, OBJECT_CONFIG)
+        return spec, _stage(spec, source, OBJECT_CONFIG)[1]
     source = Path(spec.object_config) if spec.object_config else object_config_path(spec.object)
-    record = _stage(spec, source, OBJECT_CONFIG)
-    copy = Path(spec.run_dir) / OBJECT_CONFIG
-    return spec.with_changes(object_config=str(copy.resolve())), record
+    copy, record = _stage(spec, source, OBJECT_CONFIG)
+    return spec.with_changes(object_config=str(copy)), record
 
 
 OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.yaml)
@@ -75,9 +76,10 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
         return path, spec
     run_dir.mkdir(parents=True, exist_ok=True)
     spec, object_config = stage_object_config(spec)
-    overrides = _stage(spec, Path(spec.config), Path(OVERRIDES)) if spec.config else None
-    if overrides:
-        spec = spec.with_changes(config=str((run_dir / OVERRIDES).resolve()))
+    overrides = None
+    if spec.config:
+        copy, overrides = _stage(spec, Path(spec.config), Path(OVERRIDES))
+        spec = spec.with_changes(config=str(copy))
     new = {"spec": spec.to_dict(), "provenance": stack, "created": now(),
            "command": sys.argv, "object_config": object_config,
            "start": {"steps": spec.steps, "num_envs": spec.num_envs}}  # type: Dict[str, Any]

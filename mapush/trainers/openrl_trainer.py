@@ -170,10 +170,6 @@ class RunLogger(Logger):
 
 
 # -- checkpoints ------------------------------------------------------------------------
-def load_module(checkpoint: Path, device: Any, what: str = "--resume") -> Any:
-    return policy_file.load_module(checkpoint, torch.device(device), what)
-
-
 def use_module(agent: Any, module: Any) -> None:
     agent.net.module = module
     agent.net.reset()
@@ -341,7 +337,7 @@ def train(ctx: RunContext) -> int:
     per_update = int(cfg.episode_length) * adapter.parallel_env_num
     start_step = ctx.start_step
     if ctx.resume_path is not None:
-        use_module(agent, load_module(ctx.resume_path, device))
+        use_module(agent, policy_file.load_module(ctx.resume_path, device, "--resume"))
         print("mapush: resuming from %s at step %d" % (ctx.resume_path, start_step),
               file=sys.stderr)
         before = ctx.resume_meta.get("episode_length")
@@ -350,7 +346,7 @@ def train(ctx: RunContext) -> int:
                   "run uses %s (pass the run's --config again to keep it)"
                   % (before, cfg.episode_length), file=sys.stderr)
     elif spec.init_from:
-        init_weights(agent, load_module(Path(spec.init_from), device, what="--init-from"))
+        init_weights(agent, policy_file.load_module(spec.init_from, device, "--init-from"))
         print("mapush: policy and value weights from %s; fresh optimizer, step 0"
               % spec.init_from, file=sys.stderr)
     start_update = start_step // per_update
@@ -396,7 +392,7 @@ def load_policy(checkpoint: Path, env: Any, spec: RunSpec) -> Any:
               % spec.config, file=sys.stderr)
     agent = PPOAgent(PPONet(OpenRLEnv(env), cfg=openrl_config(spec, user_config),
                             device=spec.rl_device))
-    use_module(agent, load_module(checkpoint, spec.rl_device, what="--checkpoint"))
+    use_module(agent, policy_file.load_module(checkpoint, spec.rl_device, "--checkpoint"))
 
     def policy(obs: Any) -> Any:
         actions, _ = agent.act(obs, deterministic=True)
