@@ -28,7 +28,7 @@ from mapush.common.atomic import write_json
 from mapush.common.clock import now
 from mapush.errors import MapushError, UsageError
 from mapush.eval import EVAL_FILE, evaluate_run, read_evaluated
-from mapush.proc import Supervisor, stop_signals
+from mapush.proc import Supervisor
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
 
@@ -82,15 +82,9 @@ class Pipeline(object):
         self.save()
         try:
             code = work()
-        except BaseException as exc:  # noqa: BLE001 - the stop, whatever it surfaced as
-            if self.sup.stopping:  # KeyboardInterrupt, or what a C extension made of it
-                code = 130  # (torch 1.13's import turns it into a RuntimeError)
-                self.sup.poll()
-            elif isinstance(exc, MapushError):
-                print("error: %s" % exc, file=sys.stderr, flush=True)
-                code, stage["error"] = exc.exit_code, str(exc)
-            else:
-                raise
+        except MapushError as exc:
+            print("error: %s" % exc, file=sys.stderr, flush=True)
+            code, stage["error"] = exc.exit_code, str(exc)
         stage.update(exit=code, finished=now())
         if self.sup.stopping:
             stage["state"] = "stopped"
@@ -120,16 +114,7 @@ class Pipeline(object):
         options = dict(self._devices(), num_envs=self.args.eval_envs)
         self.stage("eval-" + run).update(evaluated=str(self.dir / run), options=options)
         self.save()
-        with stop_signals(self._interrupt):
-            return evaluate_run(self.dir / run, argparse.Namespace(**options))
-
-    def _interrupt(self, signum: int, _frame: Any) -> None:
-        """The first stop signal ends the evaluation (its child is killed); no printing
-        inside a handler, the next :meth:`Supervisor.poll` says it."""
-        first = not self.sup.stopping
-        self.sup.stop(signum)
-        if first:
-            raise KeyboardInterrupt
+        return evaluate_run(self.dir / run, argparse.Namespace(**options), self.sup)
 
     def _devices(self) -> Dict[str, Any]:
         return {"sim_device": self.args.sim_device, "rl_device": self.args.rl_device,

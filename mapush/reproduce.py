@@ -29,7 +29,6 @@ from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.common.atomic import write_json, write_text
 
 SIGMAS = 3.0
-CHOICES = ("last3", "all")
 
 
 def authors_runs(results: Path) -> Dict[str, Path]:
@@ -122,8 +121,6 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    if args.checkpoints not in CHOICES:
-        raise UsageError("--checkpoints %s: use %s" % (args.checkpoints, " or ".join(CHOICES)))
     results = Path(args.results) if args.results else mapush_root() / "results"
     runs = authors_runs(results)
     if not runs:

@@ -4,7 +4,7 @@ The CLI builds it, the parent writes it to ``config.json``, the child reads it b
 downstream re-parses options.
 """
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Optional, Type, TypeVar
 
@@ -93,7 +93,6 @@ class RunSpec(SpecFile):
     init_from: Optional[str] = None
     # go1push_upper: the mid-level policy's module.pt the high level drives (absolute).
     command_net: Optional[str] = None
-    extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def trainer(self) -> str:

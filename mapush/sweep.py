@@ -23,10 +23,12 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -39,7 +41,6 @@ from mapush.common.atomic import write_json, write_text
 SWEEP_FILE = "sweep.json"
 CELL_FILE = "cell.json"
 CELLS_TSV = "cells.tsv"
-EXECUTORS = ("local", "slurm")
 GRID_KEYS = ("algos", "objects", "seeds", "task", "steps", "num_envs", "config", "sim_device",
              "rl_device")
 SBATCH = Path(__file__).resolve().parent.parent / "cluster" / "sweep.sbatch"
@@ -174,9 +175,7 @@ class Sweep(object):
             print("  %-*s  %-8s %s%s" % (width, cell["name"], cell["state"],
                                          "gpu %s " % cell["gpu"] if "gpu" in cell else "",
                                          "exit %s" % cell["exit"] if "exit" in cell else ""))
-        counts = {}  # type: Dict[str, int]
-        for cell in self.record["cells"]:
-            counts[cell["state"]] = counts.get(cell["state"], 0) + 1
+        counts = Counter(cell["state"] for cell in self.record["cells"])
         print("  " + ", ".join("%d %s" % (n, s) for s, n in sorted(counts.items())))
         return 0
 
@@ -250,8 +249,6 @@ class Sweep(object):
 
     # -- slurm ----------------------------------------------------------------------------
     def run_slurm(self) -> int:
-        import shutil
-
         sbatch = shutil.which("sbatch")
         if sbatch is None:
             raise UsageError("--executor slurm: no sbatch on this machine (submit from a Slurm "
@@ -271,11 +268,9 @@ class Sweep(object):
         gres = os.environ.get("MAPUSH_SLURM_GRES", "gpu:1")
         if gres:
             command.append("--gres=%s" % gres)
-        for option in shlex.split(os.environ.get("MAPUSH_SLURM_OPTIONS", "")):
-            command.append(option)
+        command += shlex.split(os.environ.get("MAPUSH_SLURM_OPTIONS", ""))
         command += [str(script), str(table.resolve())]
-        env = dict(os.environ)
-        proc = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)
         if proc.returncode != 0:
             raise UsageError("sbatch refused the sweep: %s" % (proc.stderr.strip() or
@@ -294,8 +289,6 @@ class Sweep(object):
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.executor not in EXECUTORS:
-        raise UsageError("--executor %s: use local or slurm" % args.executor)
     looking = args.status or args.report
     if looking and not (args.name or args.seeds):
         raise UsageError("--status and --report need --name NAME (or the grid's options)")
@@ -303,13 +296,10 @@ def main(args: argparse.Namespace) -> int:
         path = Path(args.root) / args.name / SWEEP_FILE
         if not path.is_file():
             raise UsageError("--status --name %s: no %s" % (args.name, path))
-        record = json.loads(path.read_text())
-        grid = record["grid"]
-        args.algo = ",".join(grid["algos"])
-        args.objects = ",".join(grid["objects"])
+        grid = json.loads(path.read_text())["grid"]
+        vars(args).update({key: grid[key] for key in GRID_KEYS[3:]})
+        args.algo, args.objects = ",".join(grid["algos"]), ",".join(grid["objects"])
         args.seeds = ",".join(str(s) for s in grid["seeds"])
-        for key in ("task", "steps", "num_envs", "config", "sim_device", "rl_device"):
-            setattr(args, key, grid[key])
     sweep = Sweep(args)
     if args.status:
         return sweep.status()

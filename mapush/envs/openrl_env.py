@@ -58,7 +58,6 @@ class OpenRLEnv(object):
             self.action_space = env.action_space
         self.action_scale = float(action_scale)
         self.stats = EpisodeStats.for_env(env, window=window)
-        self.env_steps = 0  # vectorised steps x num_envs, since creation
 
     # -- the interface OpenRL uses ------------------------------------------------------
     @property
@@ -76,8 +75,19 @@ class OpenRLEnv(object):
 
     def step(self, actions: Any, extra_data: Optional[Dict[str, Any]] = None,
              **_kwargs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Dict[str, Any]]]:
-        obs, reward, done = self.step_tensors(actions)
-        return self._to_host(obs, reward, done)
+        """One env step, on the device, then one host copy of obs, rewards and dones."""
+        obs, reward, done, _info = self.env.step(to_env_actions(actions, self.device,
+                                                                self.action_scale))
+        self.stats.update(self.env, done)
+        n, a = self.parallel_env_num, self.agent_num
+        flat = torch.cat([obs.reshape(n, -1).float(), reward.reshape(n, a).float(),
+                          done.reshape(n, 1).float()], dim=1)
+        host = flat.detach().cpu().numpy()
+        obs_dim = obs.shape[-1]
+        obs_np = host[:, : a * obs_dim].reshape(n, a, obs_dim)
+        rewards = host[:, a * obs_dim: a * obs_dim + a].reshape(n, a, 1)
+        dones = np.repeat(host[:, -1:] > 0.5, a, axis=1)
+        return obs_np, rewards, dones, [{} for _ in range(n)]
 
     def batch_rewards(self, _buffer: Any = None) -> Dict[str, float]:
         """Reward terms since the last call and the recent episodes' metrics."""
@@ -93,28 +103,6 @@ class OpenRLEnv(object):
         which does not exist (AttributeError); Isaac Gym tears down at process exit, which
         the child skips with ``os._exit`` (incident 002)."""
         self.__dict__["env"] = None
-
-    # -- helpers ------------------------------------------------------------------------
-    def step_tensors(self, actions: Any) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One env step on the device (no host copy): ``obs, reward, done``."""
-        act = to_env_actions(actions, self.device, self.action_scale)
-        obs, reward, done, _info = self.env.step(act)
-        self.stats.update(self.env, done)
-        self.env_steps += self.parallel_env_num
-        return obs, reward, done
-
-    def _to_host(self, obs: torch.Tensor, reward: torch.Tensor,
-                 done: torch.Tensor) -> Tuple[np.ndarray, np.ndarray, np.ndarray,
-                                              List[Dict[str, Any]]]:
-        n, a = self.parallel_env_num, self.agent_num
-        flat = torch.cat([obs.reshape(n, -1).float(), reward.reshape(n, a).float(),
-                          done.reshape(n, 1).float()], dim=1)
-        host = flat.detach().cpu().numpy()
-        obs_dim = obs.shape[-1]
-        obs_np = host[:, : a * obs_dim].reshape(n, a, obs_dim)
-        rewards = host[:, a * obs_dim: a * obs_dim + a].reshape(n, a, 1)
-        dones = np.repeat(host[:, -1:] > 0.5, a, axis=1)
-        return obs_np, rewards, dones, [{} for _ in range(n)]
 
     def __getattr__(self, name: str) -> Any:
         # MQE's buffers (init_reset_buf, finished_buf, dt, ...) read through, as upstream's

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mapush.checkpoints.source import describe, resolve, run_checkpoints
 from mapush.errors import MapushError, UsageError
 from mapush.eval.calculator import PROGRESS
-from mapush.proc import signal_name
+from mapush.proc import Supervisor, signal_name
 from mapush.common.atomic import writable, write_json, write_text
 from mapush.checkpoints.store import checkpoints_dir
 from mapush.spec import CALCULATOR_NUM_ENVS, UPPER, UPPER_OBS_DIM, EvalSpec
@@ -116,20 +116,21 @@ def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str,
 
 
 def evaluate(info: Dict[str, Any], args: argparse.Namespace,
-             on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False
-             ) -> Tuple[int, Optional[Dict[str, Any]], str]:
+             on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
+             sup: Optional[Supervisor] = None) -> Tuple[int, Optional[Dict[str, Any]], str]:
     """One evaluation child: ``(exit status, result or None, last stderr line)``. The child
     gets an EvalSpec file; its progress (envs whose first episode ended) goes to
-    ``on_progress(done, total)``, its other stderr lines to ours with ``echo``."""
+    ``on_progress(done, total)``, its other stderr lines to ours with ``echo``. Under a
+    :class:`~mapush.proc.Supervisor`, a stop signal is forwarded to the child."""
     spec = EvalSpec.from_dict(dict(info, num_envs=args.num_envs, sim_device=args.sim_device,
                                    rl_device=args.rl_device, seed=args.seed,
                                    progress=on_progress is not None))
     with tempfile.TemporaryDirectory(prefix="mapush-eval-spec-") as folder:
         path = Path(folder) / "eval-spec.json"
         write_json(path, spec.to_dict())
-        proc = subprocess.Popen([sys.executable, "-m", "mapush.eval.calculator", str(path)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                universal_newlines=True)
+        argv = [sys.executable, "-m", "mapush.eval.calculator", str(path)]
+        pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        proc = sup.start(argv, **pipes) if sup is not None else subprocess.Popen(argv, **pipes)
         last = ""
         assert proc.stderr is not None and proc.stdout is not None
         try:
@@ -148,7 +149,7 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
             proc.kill()
             proc.wait()
             raise
-        code = proc.wait()
+        code = sup.wait(proc) if sup is not None else proc.wait()
     if code < 0:
         return code, None, "error: the evaluation process died from %s" % signal_name(-code)
     if code != 0:
@@ -190,9 +191,11 @@ def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
     return str(Path(folder).resolve() / "rrt" / Path(info["checkpoint"]).name)
 
 
-def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
+def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervisor] = None
+                 ) -> int:
     """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
-    oldest first, into ``eval.jsonl`` or ``--out``."""
+    oldest first, into ``eval.jsonl`` or ``--out``; under ``sup``, a stop signal ends it
+    (status 130) without a line for the checkpoint it cut short."""
     from tqdm import tqdm
 
     if not run_dir.is_dir():
@@ -214,7 +217,9 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace) -> int:
         for info in infos:
             path = Path(info["checkpoint"])
             bar.set_description(path.name)
-            code, result, last = evaluate(info, args)
+            code, result, last = evaluate(info, args, sup=sup)
+            if sup is not None and sup.stopping:
+                return 130
             if result is None:
                 failed += 1
                 result = {"checkpoint": str(path), "step": info["step"],

@@ -59,7 +59,6 @@ def _main(stop: StopFlag) -> None:
         # leave while the exception still holds the frames: torch 1.13's zip writer, left
         # behind by a failed torch.save, aborts the process from its destructor
         leave(exc.exit_code)
-        code = exc.exit_code
     except OSError as exc:
         if exc.errno not in DISK_FULL:
             raise
@@ -68,7 +67,6 @@ def _main(stop: StopFlag) -> None:
               "space, then resume with --resume" % (exc.strerror, exc.filename or "a file"),
               file=sys.stderr)
         leave(1)
-        code = 1
     except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
         traceback.print_exc()
         from mapush.run.crash import diagnose_exception
