@@ -142,10 +142,6 @@ class Pipeline(object):
                                     "steps": self.args.upper_steps,
                                     "config": self.args.upper_config})
 
-    def final_upper(self) -> Dict[str, Any]:
-        lines = read_evaluated(self.dir / "upper")
-        return lines[-1] if lines else {}
-
     def trained(self, run: str) -> Dict[str, Any]:
         from mapush.checkpoints.store import latest_checkpoint
 
@@ -158,7 +154,8 @@ class Pipeline(object):
         plan = [("mid", self.mid, lambda: self.trained("mid")),
                 ("eval-mid", lambda: self.evaluate("mid"), self.best_mid),
                 ("upper", self.upper, lambda: self.trained("upper")),
-                ("eval-upper", lambda: self.evaluate("upper"), self.final_upper)]
+                ("eval-upper", lambda: self.evaluate("upper"),
+                 lambda: (read_evaluated(self.dir / "upper") or [{}])[-1])]
         with self.sup:
             self.save()
             for index, (name, work, result) in enumerate(plan, 1):

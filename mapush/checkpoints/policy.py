@@ -224,11 +224,6 @@ def input_dim(checkpoint: Any) -> int:
     return found
 
 
-def state_dicts(module: Any) -> Dict[str, Any]:
-    """The policy and value weights of an OpenRL module, by model name."""
-    return {name: model.state_dict() for name, model in module.models.items()}
-
-
 # OpenRL's value normalisers (base_value_network.py:32, base_policy_network.py:32) and their
 # statistics (valuenorm.py:27-35).
 VALUE_NORMS = ("value_normalizer", "policy_value_normalizer")

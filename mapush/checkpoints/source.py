@@ -80,13 +80,6 @@ def resolve(target: str, what: str) -> Path:
                      "rl_model_<N>_steps/)" % (what, target, MODULE_FILE))
 
 
-def _run_of(checkpoint: Path) -> Optional[Path]:
-    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
-    if folder.parent.name == "checkpoints":
-        return folder.parent.parent
-    return None
-
-
 def describe(checkpoint: Path, obj: Optional[str] = None,
              object_config: Optional[str] = None) -> Dict[str, Any]:
     """What rebuilds the checkpoint's env: algo, task, object, the object config and the
@@ -94,7 +87,8 @@ def describe(checkpoint: Path, obj: Optional[str] = None,
     come from the checkpoint's run; never silently a default object."""
     checkpoint = Path(checkpoint)
     meta = read_meta(checkpoint) or {}
-    run = _run_of(checkpoint)
+    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
+    run = folder.parent.parent if folder.parent.name == "checkpoints" else None
     run_spec = {}  # type: Dict[str, Any]
     if run is not None and (run / RUN_CONFIG).is_file():
         try:

@@ -6,45 +6,28 @@ dies from a signal a microsecond later.
 """
 import os
 import time
-from typing import List, Optional
+from typing import Any, Dict, List
 
 PHASE_ENV = "MAPUSH_PHASE_FILE"
 # In the order a run reaches them; the names are printed in crash diagnoses.
 PHASES = ("start", "create_sim", "terrain", "envs", "prepare_sim", "first_step",
           "training", "checkpoint", "shutdown")
-
-
-class PhaseReporter:
-    def __init__(self, path: Optional[str] = None) -> None:
-        path = path if path is not None else os.environ.get(PHASE_ENV)
-        self._fd = None
-        self.current = None  # type: Optional[str]
-        if path:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-
-    def mark(self, phase: str) -> None:
-        if phase not in PHASES:
-            raise ValueError("unknown phase %r" % phase)
-        if phase == self.current:
-            return
-        self.current = phase
-        if self._fd is not None:
-            os.write(self._fd, ("%.3f %s\n" % (time.time(), phase)).encode())
-
-
-_reporter = None  # type: Optional[PhaseReporter]
-
-
-def reporter() -> PhaseReporter:
-    """The process-wide reporter (reads ``MAPUSH_PHASE_FILE`` once)."""
-    global _reporter
-    if _reporter is None:
-        _reporter = PhaseReporter()
-    return _reporter
+_last = {}  # type: Dict[str, Any]  # this process's phase file descriptor and phase
 
 
 def mark(phase: str) -> None:
-    reporter().mark(phase)
+    """Append ``<time> <phase>`` to ``$MAPUSH_PHASE_FILE`` when the phase changes (nothing
+    without the variable); the file is opened once, at the first mark."""
+    if phase not in PHASES:
+        raise ValueError("unknown phase %r" % phase)
+    if "fd" not in _last:
+        path = os.environ.get(PHASE_ENV)
+        _last["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path \
+            else None
+    if phase != _last.get("phase"):
+        _last["phase"] = phase
+        if _last["fd"] is not None:
+            os.write(_last["fd"], ("%.3f %s\n" % (time.time(), phase)).encode())
 
 
 def read_phases(path: str) -> List[str]:

@@ -96,10 +96,6 @@ class Options:
     object: Optional[str] = None
     video: bool = False
 
-    @property
-    def uses_gpu(self) -> bool:
-        return device_index(self.sim_device) is not None or device_index(self.rl_device) is not None
-
 
 def parse_version(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     try:
@@ -306,13 +302,6 @@ def torch_extensions_root() -> Path:
     return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path(cache) / "torch_extensions")
 
 
-def find_gymtorch_build() -> Optional[Path]:
-    root = torch_extensions_root()
-    found = [path for pattern in ("gymtorch/gymtorch*.so", "*/gymtorch/gymtorch*.so")
-             for path in sorted(root.glob(pattern))]
-    return found[0] if found else None
-
-
 def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
     pkg = state.get("isaacgym_dir")
     if not pkg:
@@ -320,10 +309,11 @@ def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
     source = Path(pkg) / "_bindings" / "src" / "gymtorch"
     if not source.is_dir():
         return Check("gymtorch", OK, "this isaacgym has no gymtorch extension to build")
-    built = find_gymtorch_build()
-    if built is not None:
-        return Check("gymtorch", OK, "gymtorch built: %s" % built)
     where = torch_extensions_root()
+    built = [path for pattern in ("gymtorch/gymtorch*.so", "*/gymtorch/gymtorch*.so")
+             for path in sorted(where.glob(pattern))]
+    if built:
+        return Check("gymtorch", OK, "gymtorch built: %s" % built[0])
     tools = [t for t in ("ninja", "g++") if shutil.which(t) is None]
     fix = ("the image builds it once at build time ('make build'); outside the image set "
            "TORCH_EXTENSIONS_DIR to a persistent folder so it is compiled only once")
@@ -407,7 +397,7 @@ def run_checks(opts: Options, facts: Optional[GpuFacts] = None,
     """All checks, in order. GPU facts are gathered (or taken from ``facts``) only when a
     device is a GPU; CPU-only runs skip the GPU checks."""
     checks = []  # type: List[Check]
-    if opts.uses_gpu:
+    if device_index(opts.sim_device) is not None or device_index(opts.rl_device) is not None:
         if facts is None:
             facts = gather()
         gpu_check = check_gpu_visible(opts, facts)

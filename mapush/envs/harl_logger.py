@@ -15,21 +15,15 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import torch
 from harl.common.base_logger import BaseLogger
+from tqdm import tqdm
 
 
 def _float(value: Any) -> float:
     if hasattr(value, "item"):
         value = value.item()
     return float(value)
-
-
-def format_eta(seconds: float) -> str:
-    from tqdm import tqdm
-
-    return tqdm.format_interval(seconds) if np.isfinite(seconds) and seconds >= 0 else "?"
 
 
 class MAPushLogger(BaseLogger):
@@ -62,7 +56,7 @@ class MAPushLogger(BaseLogger):
         self.episodes = episodes
         self.train_episode_rewards = None  # type: Optional[torch.Tensor]
         self._last_time = self.start
-        self._last_steps = None  # type: Optional[int]
+        self._last_steps = self.steps_before
         self.total_num_steps = self.steps_before
 
     def per_step(self, data: Any) -> None:
@@ -82,21 +76,14 @@ class MAPushLogger(BaseLogger):
         self._done_count += done_env
         self.train_episode_rewards.masked_fill_(done_env, 0.0)
 
-    def steps_at(self, episode: int) -> int:
-        train = self.algo_args["train"]
-        return int(self.steps_before + (int(episode) - self.episode_base)
-                   * int(train["episode_length"]) * int(train["n_rollout_threads"]))
-
     def episode_log(self, actor_train_infos: List[Dict[str, Any]],
                     critic_train_info: Dict[str, Any], actor_buffer: Any,
                     critic_buffer: Any) -> None:
         """Log everything for the update just done and print one progress line."""
-        self.total_num_steps = self.steps_at(self.episode)
-        step = self.total_num_steps
+        train = self.algo_args["train"]
+        step = self.total_num_steps = self.steps_before + (int(self.episode) - self.episode_base) \
+            * int(train["episode_length"]) * int(train["n_rollout_threads"])
         now = time.time()
-        if self._last_steps is None:
-            self._last_steps = self.steps_before
-            self._last_time = self.start
         fps = (step - self._last_steps) / max(now - self._last_time, 1e-9)
         self._last_steps, self._last_time = step, now
 
@@ -118,13 +105,13 @@ class MAPushLogger(BaseLogger):
                 self._done_count.zero_()
         self.writter.flush()
 
-        total = int(self.algo_args["train"]["num_env_steps"])
-        eta = (total - step) / fps if fps > 0 else float("nan")
+        total = int(train["num_env_steps"])
+        eta = tqdm.format_interval((total - step) / fps) if fps > 0 and total >= step else "?"
         success = summary.get("success_rate")
         self.stream.write(
             "[%s %s] update %d/%d | steps %d/%d | %.0f steps/s | success %s | ETA %s\n"
             % (self.args["algo"], self.task_name, self.episode, self.episodes, step, total,
-               fps, "-" if success is None else "%.3f" % success, format_eta(eta)))
+               fps, "-" if success is None else "%.3f" % success, eta))
         self.stream.flush()
         self.log_file.write("%d,%s,%.1f\n" % (step, "" if success is None else success, fps))
         self.log_file.flush()

@@ -181,12 +181,12 @@ def init_weights(agent: Any, source: Any) -> None:
     statistics are copied as attributes: a module built on CUDA keeps them outside
     ``state_dict()`` (:func:`policy_file.normalizer_stats`)."""
     target = agent.net.module
-    for name, state in policy_file.state_dicts(source).items():
+    for name, model in source.models.items():
         owner = target.models.get(name)
         if owner is None:
             raise UsageError("--init-from: the checkpoint has %r, this PPO network has none"
                              % name)
-        result = owner.load_state_dict(state, strict=False)
+        result = owner.load_state_dict(model.state_dict(), strict=False)
         stray = [key for key in list(result.missing_keys) + list(result.unexpected_keys)
                  if key.split(".", 1)[0] not in policy_file.VALUE_NORMS]
         if stray:
@@ -292,15 +292,6 @@ class RunCallback(CheckpointCallback):
         if steps // self.interval > max(self.last_saved, 0) // self.interval:
             self.save()
 
-    def current_lr(self) -> Dict[str, float]:
-        """The learning rate of each optimizer now (after OpenRL's linear decay, if on)."""
-        rates = {}
-        for name, optimizer in getattr(self.agent.net.module, "optimizers", {}).items():
-            groups = getattr(optimizer, "param_groups", None)
-            if groups:
-                rates[name] = float(groups[0]["lr"])
-        return rates
-
     def save(self) -> None:
         step = int(self.trained_steps)
         if step == self.last_saved:
@@ -311,7 +302,9 @@ class RunCallback(CheckpointCallback):
                 "object": spec.object, "num_envs": self.num_envs,
                 "episode_length": int(self.cfg.episode_length),
                 "use_linear_lr_decay": bool(self.cfg.use_linear_lr_decay),
-                "lr": self.current_lr(),
+                # each optimizer's learning rate now (after OpenRL's linear decay, if on)
+                "lr": {name: float(opt.param_groups[0]["lr"]) for name, opt in getattr(
+                    self.agent.net.module, "optimizers", {}).items() if opt.param_groups},
                 "initial_lr": {"policy": float(self.cfg.lr), "critic": float(self.cfg.critic_lr)}}
         phases.mark("checkpoint")
         with atomic_checkpoint(self.ctx.run_dir, name, meta) as tmp:
