@@ -106,11 +106,8 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
             lines.append("| %s | %s | error: %s | | | | **error** |"
                          % (row["object"], step_label(row["step"]), row["error"]))
             continue
-        cells = []
-        for key in METRICS:
-            cells.append("%s / %s / %s" % (_fmt(row["ours"].get(key)),
-                                           _fmt(row["theirs"].get(key)),
-                                           _fmt(row["diff"].get(key))))
+        cells = ["%s / %s / %s" % tuple(_fmt(row[side].get(key)) for side in
+                                        ("ours", "theirs", "diff")) for key in METRICS]
         lines.append("| %s | %s | %s | %s | %s | %s | %s |"
                      % (row["object"], step_label(row["step"]), cells[0], cells[1], cells[2],
                         cells[3], "**outside +-%.3f**" % row["bound"] if row["flagged"]

@@ -19,6 +19,7 @@ cells are skipped and interrupted ones resume from their newest checkpoint (``--
 Ctrl-C stops every running cell: each writes its final checkpoint, and the sweep exits 0.
 """
 import argparse
+import itertools
 import json
 import os
 import re
@@ -124,13 +125,11 @@ class Sweep(object):
                                  % (self.name, ", ".join(changed),
                                     "; ".join(str(before.get(k)) for k in changed)))
             return record
-        cells = []
-        for algo in self.grid["algos"]:
-            for obj in self.grid["objects"]:
-                for seed in self.grid["seeds"]:
-                    name = "%s-%s-seed%d" % (algo, obj, seed)
-                    cells.append({"name": name, "algo": algo, "object": obj, "seed": seed,
-                                  "run_dir": str(self.dir / name), "state": "pending"})
+        names = {cell: "%s-%s-seed%d" % cell for cell in itertools.product(
+            self.grid["algos"], self.grid["objects"], self.grid["seeds"])}
+        cells = [{"name": name, "algo": algo, "object": obj, "seed": seed,
+                  "run_dir": str(self.dir / name), "state": "pending"}
+                 for (algo, obj, seed), name in names.items()]
         return {"name": self.name, "grid": self.grid, "created": now(), "cells": cells}
 
     def save(self) -> None:
@@ -365,11 +364,10 @@ def report(sweep: Sweep, args: argparse.Namespace) -> int:
                          % sweep.name)
     out = sweep.dir / "report"
     out.mkdir(parents=True, exist_ok=True)
-    table = []
-    for (obj, algo), row in sorted(rows.items()):
-        table.append({"object": obj, "algo": algo, "seeds": row["seeds"],
-                      "success_rate": _mean_std(row["success_rate"]),
-                      "finished_time": _mean_std(row["finished_time"])})
+    table = [{"object": obj, "algo": algo, "seeds": row["seeds"],
+              "success_rate": _mean_std(row["success_rate"]),
+              "finished_time": _mean_std(row["finished_time"])}
+             for (obj, algo), row in sorted(rows.items())]
     write_json(out / "table.json", {"sweep": sweep.name, "rows": table, "missing": missing})
     lines = ["# Sweep %s" % sweep.name, "",
              "Final checkpoint of each cell, MAPush's calculator; mean +- sample std over seeds.",

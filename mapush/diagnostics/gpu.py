@@ -177,22 +177,12 @@ def gather(timeout: float = 120.0) -> GpuFacts:
         return facts
     rows, smi_error = nvidia_smi_query()
     probe = torch_probe(free=rows is None, timeout=timeout)
-    facts = GpuFacts(torch_version=probe.get("torch_version"), torch_cuda=probe.get("torch_cuda"),
-                     arch_list=list(probe.get("arch_list") or []),
-                     cuda_available=bool(probe.get("cuda_available")),
-                     nvidia_smi=rows is not None)
-    for raw in probe.get("devices", []):
-        dev = DeviceFacts(index=raw["index"], name=raw.get("name", "unknown GPU"),
-                          capability=tuple(raw["capability"]) if raw.get("capability") else None,
-                          total_mb=raw.get("total_mb"), free_mb=raw.get("free_mb"))
+    facts = GpuFacts.from_dict(dict(probe, nvidia_smi=rows is not None))
+    for dev in facts.devices:
         row = _smi_row_for(dev.index, rows or [])
         if row is not None:
             dev.free_mb, dev.total_mb = row["free_mb"], row["total_mb"]
-        facts.devices.append(dev)
-    if rows:
-        facts.driver_version = rows[0]["driver_version"]
-    else:
-        facts.driver_version = proc_driver_version()
+    facts.driver_version = rows[0]["driver_version"] if rows else proc_driver_version()
     if not facts.devices:
         reasons = [r for r in (probe.get("error"), smi_error) if r]
         if facts.torch_version and not facts.torch_cuda:

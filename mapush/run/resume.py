@@ -58,8 +58,7 @@ def _yaml(path: Optional[str]) -> Any:
 
     if not path or not Path(path).is_file():
         return None
-    with open(str(path)) as fh:
-        return yaml.safe_load(fh) or {}
+    return yaml.safe_load(Path(path).read_text()) or {}
 
 
 def _compare(option: str, recorded: Any, given: Any, shown: Any = None) -> None:

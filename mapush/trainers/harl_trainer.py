@@ -40,8 +40,7 @@ RUNNERS = {
 def _load_yaml(path: Path) -> Dict[str, Any]:
     import yaml
 
-    with open(str(path)) as fh:
-        data = yaml.safe_load(fh) or {}
+    data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
         raise UsageError("--config %s: expected a YAML mapping of sections (train:, model:, "
                          "algo:, ...), got %s" % (path, type(data).__name__))
