@@ -231,7 +231,3 @@ def arch_support(capability: Tuple[int, int], arch_list: List[str]) -> Tuple[str
     if ptx:
         return "ptx", sorted(ptx, key=lambda a: int(a[8:]))[-1]
     return "none", ""
-
-
-if __name__ == "__main__":  # pragma: no cover - a debugging aid
-    print(json.dumps(gather().to_dict(), indent=2))
