@@ -13,8 +13,8 @@ TASKS = (MID, UPPER)
 DEFAULT_STEPS = 100_000_000
 DEFAULT_CHECKPOINT_INTERVAL = 10_000_000
 # The calculator's seed: upstream's test.py takes OpenRL's default seed, 0
-# (openrl/configs/config.py:32; set at openrl_ws/utils.py:255; the published
-# success_rate.txt files say "Setting seed: 0").
+# (openrl/configs/config.py:32), with which MQE's make_env seeds (mqe/utils/helpers.py:255;
+# the published success_rate.txt files say "Setting seed: 0").
 CALCULATOR_SEED = 0
 # Envs, by what they are for (each default of every command is one of these):
 # - training, by task: the mid level's `make train` default, and the high level as upstream
