@@ -379,17 +379,6 @@ def resolve_command_net(given: Optional[str]) -> str:
     return str(module_path(checkpoint).resolve())
 
 
-def train_options(**options: Any) -> argparse.Namespace:
-    """``mapush train``'s options with every default from its parser and ``options`` set:
-    what ``--spec FILE`` hands :func:`spec_from_args`."""
-    args = build_parser().parse_args(["train"])
-    for key, value in options.items():
-        if not hasattr(args, key):
-            raise TypeError("mapush train has no option %s" % key)
-        setattr(args, key, value)
-    return args
-
-
 # train's options that a --spec file cannot hold: how the command runs, not what it trains
 SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "help")
 
@@ -414,7 +403,8 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     if not isinstance(options, dict):
         raise UsageError("--spec %s: holds %s, not a JSON object of options"
                          % (path, type(options).__name__))
-    actions = {a.dest: a for a in _train_parser(build_parser())._actions
+    parser = build_parser()
+    actions = {a.dest: a for a in _train_parser(parser)._actions
                if a.dest not in SPEC_EXCLUDED}
     for key, value in sorted(options.items()):
         action = actions.get(key)
@@ -430,10 +420,12 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
             raise UsageError("--spec %s: %s %r is not one of %s"
                              % (path, key, value, ", ".join(map(str, action.choices))))
     given = {max(actions[k].option_strings, key=len) for k in options}
-    run_dir = options.get("run_dir")
-    if run_dir and (Path(run_dir) / RUN_CONFIG).is_file():
-        return spec_from_args(train_options(resume=run_dir, **options), given | {"--resume"})
-    return spec_from_args(train_options(**options), given)
+    args = parser.parse_args(["train"])  # every default, then the file's options
+    vars(args).update(options)
+    if args.run_dir and (Path(args.run_dir) / RUN_CONFIG).is_file():
+        args.resume = args.run_dir
+        given.add("--resume")
+    return spec_from_args(args, given)
 
 
 def given_options(argv: List[str]) -> Set[str]:

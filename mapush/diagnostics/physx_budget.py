@@ -38,7 +38,7 @@ import sys
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from mapush.errors import UsageError
 from mapush.objects import ObjectFacts
@@ -136,9 +136,6 @@ class ContactBudget:
                 "memory (%s%s)" % (self.pairs, self.pairs.bit_length() - 1, self.num_envs,
                                    self.needed, mib, free, "" if self.fits else ", DOES NOT FIT"))
 
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
 
 def choose_contact_pairs(num_envs: int, free_bytes: Optional[int],
                          bodies: TaskBodies, margin: int = MARGIN,
@@ -218,7 +215,7 @@ def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Op
     run_dir = Path(str(spec.run_dir))
     with suppress(OSError):  # the record is for crash reports; the run goes on without it
         if run_dir.is_dir():
-            write_json(run_dir / BUDGET_FILE, dict(budget.to_dict(), device=device,
+            write_json(run_dir / BUDGET_FILE, dict(asdict(budget), device=device,
                                                    shapes_per_env=bodies.shapes,
                                                    actors_per_env=bodies.actors))
     if not budget.fits:

@@ -308,12 +308,10 @@ def train(ctx: RunContext) -> int:
     interval = int(spec.checkpoint_interval)
     state = {"step": start_step, "update": start_update, "total_updates": total_updates}
     last_saved = start_step
-    stopped = False
     try:
         phases.mark("first_step")
         runner.warmup()
         logger.init(total_updates)
-        first = True
         for update in range(start_update + 1, total_updates + 1):
             if train_cfg["use_linear_lr_decay"]:
                 _lr_decay(runner, update, total_updates)
@@ -321,15 +319,12 @@ def train(ctx: RunContext) -> int:
             runner.prep_rollout()
             for step in range(int(train_cfg["episode_length"])):
                 if ctx.stop.requested:
-                    stopped = True
                     break
                 data = _env_step(runner, step)
-                if first:
-                    phases.mark("training")
-                    first = False
+                phases.mark("training")  # once the first step is through (marks are deduplicated)
                 logger.per_step(data)
                 runner.insert(data)
-            if stopped:
+            if ctx.stop.requested:
                 break  # the partial rollout is dropped; the checkpoint holds the last update
             runner.compute()
             runner.prep_training()
@@ -341,7 +336,6 @@ def train(ctx: RunContext) -> int:
             runner.after_update()
             watchdog.sample(update, state["step"])
             if ctx.stop.requested:
-                stopped = True
                 break
             if state["step"] - last_saved >= interval and update < total_updates:
                 save_checkpoint(runner, ctx, config, state)
@@ -350,7 +344,7 @@ def train(ctx: RunContext) -> int:
         save_checkpoint(runner, ctx, config, state)
     finally:
         _close(runner)
-    if stopped:
+    if ctx.stop.requested:
         print("mapush: stopped at step %d; final checkpoint written" % state["step"],
               file=sys.stderr)
     return 0
