@@ -5,6 +5,8 @@ Validates options into one :class:`~mapush.spec.RunSpec` and hands it on; bad in
 Gym, trainers) are imported only by the subcommand that needs them.
 """
 import argparse
+import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -12,7 +14,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 from mapush import __version__
 from mapush.errors import MapushError, UsageError
-from mapush.objects import check_object_name
+from mapush.objects import ConfigReadError, check_object_name, mapush_root, read_object_facts, \
+    read_object_name
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, UPPER_MID_OBS_DIM, \
@@ -284,8 +287,6 @@ DEFAULT_OBJECT = "cuboid"
 
 def object_from_args(args: argparse.Namespace) -> Tuple[str, Optional[str]]:
     """``(object, object config file or None)`` of ``--object`` / ``--object-config``."""
-    from mapush.objects import ConfigReadError, read_object_facts, read_object_name
-
     config = str(Path(args.object_config).resolve()) if args.object_config else None
     obj = args.object
     if config is not None:
@@ -354,7 +355,6 @@ def resolve_command_net(given: Optional[str]) -> str:
     published one), checked before anything starts: an OpenRL policy (the high level calls
     ``PPOModule.act``, go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds
     (line 291)."""
-    from mapush.objects import mapush_root
     from mapush.checkpoints.source import resolve
     from mapush.checkpoints.policy import input_dim, kind, module_path
 
@@ -392,8 +392,6 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     """``mapush train --spec FILE``: the options in FILE, checked as the parser checks them,
     into a RunSpec; when the run_dir already holds a run (its config.json), that run
     continues with them (each must then equal the record, but the adjustable ones)."""
-    import json
-
     from mapush.checkpoints.source import RUN_CONFIG
 
     try:
@@ -501,8 +499,6 @@ def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
         return train(spec, preflight=not args.no_preflight, record=record)
     if args.command not in COMMANDS:  # pragma: no cover - argparse knows the commands
         raise UsageError("unknown command %r" % args.command)
-    import importlib
-
     return int(importlib.import_module(COMMANDS[args.command]).main(args))
 
 

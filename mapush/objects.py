@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from mapush.errors import UsageError
+
 DEFAULT_MAPUSH_ROOT = "/opt/mapush"
 KNOWN_OBJECTS = ("cuboid", "Tblock", "cylinder")
 
@@ -34,8 +36,6 @@ def find_objects(root: Optional[Path] = None) -> List[str]:
 
 def check_object_name(name: str) -> None:
     """An ``--object`` that names no object under MAPUSH_ROOT: one line listing those found."""
-    from mapush.errors import UsageError
-
     objects = find_objects() or list(KNOWN_OBJECTS)
     if name not in objects:
         raise UsageError("argument --object: unknown object %r; objects found: %s"

@@ -24,10 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict
 
+from mapush.checkpoints.store import latest_checkpoint
 from mapush.common.atomic import write_json
 from mapush.common.clock import now
 from mapush.errors import MapushError, UsageError
 from mapush.eval import EVAL_FILE, evaluate_run, read_evaluated
+from mapush.objects import find_objects
 from mapush.proc import Supervisor
 from mapush.spec import MID, UPPER, check_upper_object
 from mapush.trainers import DEFAULT_ALGO
@@ -143,8 +145,6 @@ class Pipeline(object):
                                     "config": self.args.upper_config})
 
     def trained(self, run: str) -> Dict[str, Any]:
-        from mapush.checkpoints.store import latest_checkpoint
-
         latest = latest_checkpoint(self.dir / run)
         return {"run_dir": str(self.dir / run),
                 "checkpoint": str(latest[1]) if latest else None,
@@ -186,8 +186,6 @@ class Pipeline(object):
 
 def check_object(obj: str) -> None:
     """The pipeline's object must be one the high level pushes (mapush/spec.py)."""
-    from mapush.objects import find_objects
-
     objects = find_objects()
     if obj not in objects:
         raise UsageError("--object %s: not in MAPUSH_ROOT's task/ (found: %s)"

@@ -2,11 +2,13 @@
 
 Recorded in every run's ``config.json`` so that a result can be traced to its exact stack.
 """
+import hashlib
 import json
 import os
 import platform
 import sys
 from contextlib import suppress
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -39,8 +41,6 @@ def patch_records() -> List[Dict[str, Any]]:
 
 def installed_versions() -> Dict[str, str]:
     """Installed versions of the stack's distributions, read from metadata (no imports)."""
-    from importlib import metadata
-
     versions = {}
     for name in _DISTRIBUTIONS:
         try:
@@ -108,8 +108,6 @@ def warn_if_incomplete(record: Dict[str, Any], where: str) -> None:
     missing = record.get("incomplete") or []
     if not missing:
         return
-    import hashlib
-
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     mark = cache / "mapush" / "incomplete-stack" / hashlib.sha256(
         "\n".join(sorted(missing)).encode()).hexdigest()[:16]

@@ -17,10 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate
+from mapush.common.atomic import writable, write_text
 from mapush.errors import UsageError
 from mapush.eval import read_evaluated
 from mapush.events import Scalars, event_files, read_scalars
-from mapush.common.atomic import writable, write_text
+from mapush.objects import mapush_root
+from mapush.reproduce import authors_runs
 
 REPORT_DIR = "report"
 PAGE = "index.html"
@@ -61,9 +64,6 @@ def their_tag(tag: str) -> str:
 
 def authors_run(run_config: Dict[str, Any]) -> Optional[Path]:
     """The authors' results folder for the run's object and task, when the tree has it."""
-    from mapush.objects import mapush_root
-    from mapush.reproduce import authors_runs
-
     spec = run_config.get("spec", {})
     if spec.get("task", "go1push_mid") != "go1push_mid":
         return None
@@ -163,8 +163,6 @@ def build(run: Path, out: Path) -> Path:
     records = read_evaluated(run)
     their_table = {}  # type: Dict[int, Dict[str, float]]
     if theirs_run is not None:
-        from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate
-
         their_table = parse_success_rate((theirs_run / SUCCESS_FILE).read_text())
     if records:
         _say("drawing eval.png (%d checkpoints)" % len(records))

@@ -27,6 +27,7 @@ from mapush.errors import UsageError
 from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.common.atomic import write_json, write_text
+from mapush.sweep import parse_list
 
 SIGMAS = 3.0
 
@@ -124,8 +125,6 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("no authors' results under %s (results/<run>/ with %s, %s and "
                          "checkpoints/rl_model_<N>_steps/): set MAPUSH_ROOT to the MAPush "
                          "checkout, or --results DIR" % (results, OBJECT_CONFIG, SUCCESS_FILE))
-    from mapush.sweep import parse_list
-
     # --objects a b, or a,b; none: every object with an authors' run
     objects = parse_list("--objects", " ".join(args.objects)) if args.objects else None
     todo = plan(runs, objects, args.checkpoints)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from mapush.diagnostics.physx_budget import TaskBodies, for_sim
 from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
 from mapush.common import phases
@@ -172,8 +173,6 @@ def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Nam
         cfg.env.record_video = args.record_video
         pairs = contact_pairs
         if pairs is None and budget:
-            from mapush.diagnostics.physx_budget import TaskBodies, for_sim
-
             pairs = for_sim(spec, TaskBodies.of(ObjectFacts.from_config(cfg)), args.num_envs)
         if pairs is not None:
             cfg.sim.physx.max_gpu_contact_pairs = int(pairs)

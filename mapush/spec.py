@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, Optional, Type, TypeVar
 
+from mapush.errors import UsageError
+
 MID, UPPER = "go1push_mid", "go1push_upper"
 TASKS = (MID, UPPER)
 DEFAULT_STEPS = 100_000_000
@@ -38,8 +40,6 @@ UPPER_OBJECT = "cuboid"
 def check_upper_object(obj: str, object_config: Optional[str] = None) -> None:
     """The high level pushes the cuboid only: any other object, or an object config, is
     refused with the reason (a T-block policy driven on a box would measure nothing)."""
-    from mapush.errors import UsageError
-
     if object_config:
         raise UsageError("--object-config %s: the high level (%s) builds its object from MQE's "
                          "upper config (MiddleBox.urdf, go1_push_upper_config.py:20), not "

@@ -34,10 +34,16 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mapush.checkpoints.source import RUN_CONFIG
-from mapush.common.clock import now
-from mapush.errors import UsageError
-from mapush.proc import Supervisor
+from mapush.checkpoints.store import latest_checkpoint
 from mapush.common.atomic import write_json, write_text
+from mapush.common.clock import now
+from mapush.diagnostics import gpu as gpu_facts
+from mapush.errors import UsageError
+from mapush.eval import describe_request, evaluate, read_evaluated
+from mapush.objects import KNOWN_OBJECTS, find_objects
+from mapush.proc import Supervisor
+from mapush.spec import CALCULATOR_SEED
+from mapush.trainers import ALGOS
 
 SWEEP_FILE = "sweep.json"
 CELL_FILE = "cell.json"
@@ -71,11 +77,9 @@ def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
 
 def visible_gpus() -> List[int]:
     """GPU indices this machine shows (``nvidia-smi``; ``MAPUSH_FAKE_GPU`` in tests)."""
-    from mapush.diagnostics import gpu
-
-    if os.environ.get(gpu.FAKE_ENV):
-        return [d.index for d in gpu.gather().devices]
-    rows, error = gpu.nvidia_smi_query()
+    if os.environ.get(gpu_facts.FAKE_ENV):
+        return [d.index for d in gpu_facts.gather().devices]
+    rows, error = gpu_facts.nvidia_smi_query()
     if rows is None:
         raise UsageError("--gpus: cannot list this machine's GPUs (%s); the local executor runs "
                          "one run per GPU" % error)
@@ -84,9 +88,6 @@ def visible_gpus() -> List[int]:
 
 class Sweep(object):
     def __init__(self, args: argparse.Namespace) -> None:
-        from mapush.objects import KNOWN_OBJECTS, find_objects
-        from mapush.trainers import ALGOS
-
         self.args = args
         algos = parse_list("--algo", args.algo)
         bad = [a for a in algos if a not in ALGOS]
@@ -315,20 +316,14 @@ def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
                 ) -> Optional[Dict[str, Any]]:
     """The cell's final checkpoint's metrics: its eval.jsonl's line for it, else evaluated
     now (:func:`mapush.eval.evaluate`, MAPush's calculator, as ``mapush eval``)."""
-    from mapush.checkpoints.store import latest_checkpoint
-
     run = Path(cell["run_dir"])
     latest = latest_checkpoint(run) if run.is_dir() else None
     if latest is None:
         return None
-    from mapush.eval import describe_request, evaluate, read_evaluated
-
     for line in read_evaluated(run):
         if Path(line.get("checkpoint", "")).resolve() == latest[1].resolve() and \
                 line.get("success_rate") is not None:
             return line
-    from mapush.spec import CALCULATOR_SEED
-
     print("mapush sweep: evaluating %s" % latest[1], file=sys.stderr, flush=True)
     options = argparse.Namespace(num_envs=args.eval_envs, seed=CALCULATOR_SEED,
                                  sim_device=sweep.grid["sim_device"],

@@ -20,6 +20,7 @@ import types
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
+from mapush.checkpoints.store import read_meta
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 
@@ -77,8 +78,6 @@ def load_module(checkpoint: Any, device: Any, what: str) -> Any:
     file: ours or the authors'); what cannot be read, or a file that does not match the
     size and sha256 its ``meta.json`` recorded, is one UsageError that names the problem
     (e.g. Isaac Gym's bindings outside the image)."""
-    from mapush.checkpoints.store import read_meta
-
     path = module_path(checkpoint)
     if not path.is_file():
         raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "

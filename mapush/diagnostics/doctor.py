@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mapush.diagnostics import gpu as gpu_facts
 from mapush.diagnostics import physx_budget
 from mapush.diagnostics.gpu import GpuFacts, device_index
-from mapush.errors import MapushError
+from mapush.errors import ISAACGYM_HINT, MapushError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
 from mapush.provenance import PATCH_COMPONENTS, patch_record_dir, patch_records
 from mapush.spec import MID, TRAIN_NUM_ENVS, RunSpec
@@ -283,8 +283,6 @@ def probe_isaacgym(timeout: float = 120.0) -> Tuple[Optional[str], str]:
 
 
 def check_isaacgym(_opts: Options, state: Dict[str, Any]) -> Check:
-    from mapush.errors import ISAACGYM_HINT
-
     pkg, error = probe_isaacgym()
     state["isaacgym_dir"] = pkg
     if pkg is None:

@@ -40,7 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from mapush.errors import UsageError
+from mapush.common.atomic import write_json
+from mapush.errors import MapushError, UsageError
 from mapush.objects import ObjectFacts
 
 MULTIPLIER_ENV = "MAPUSH_CONTACT_PAIRS_MULTIPLIER"
@@ -202,9 +203,6 @@ def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Op
     ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` is set (upstream's 2**23 times it then applies).
     Logs the choice to stderr and ``<run_dir>/contact_budget.json`` (read by crash reports);
     stops with a diagnosis when even the minimum does not fit in the free memory."""
-    from mapush.errors import MapushError
-    from mapush.common.atomic import write_json
-
     device = str(spec.sim_device)
     if not device.startswith("cuda"):
         return None

@@ -22,13 +22,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from mapush.checkpoints.policy import input_dim
 from mapush.checkpoints.source import describe, resolve, run_checkpoints
+from mapush.checkpoints.store import checkpoints_dir
+from mapush.common.atomic import writable, write_json, write_text
+from mapush.diagnostics.doctor import in_container
+from mapush.diagnostics.rendering import problems
 from mapush.errors import MapushError, UsageError
 from mapush.eval.calculator import PROGRESS
+from mapush.objects import ConfigReadError, check_object_name, object_config_path, \
+    objects_with_obs_dim, read_object_facts
 from mapush.proc import Supervisor, signal_name
-from mapush.common.atomic import writable, write_json, write_text
-from mapush.checkpoints.store import checkpoints_dir
-from mapush.spec import CALCULATOR_NUM_ENVS, UPPER, UPPER_OBS_DIM, EvalSpec
+from mapush.spec import CALCULATOR_NUM_ENVS, UPPER, UPPER_OBJECT, UPPER_OBS_DIM, EvalSpec, \
+    check_upper_object
 
 EVAL_FILE = "eval.jsonl"
 VIDEO_DIR = "videos"
@@ -43,10 +49,6 @@ METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_d
 def check_fits(info: Dict[str, Any], what: str = "--checkpoint") -> None:
     """The checkpoint's input dim against the obs dim of the env it would run in, before a
     simulation starts: a mismatch names both dims and the objects that would fit."""
-    from mapush.objects import ConfigReadError, object_config_path, objects_with_obs_dim, \
-        read_object_facts
-    from mapush.checkpoints.policy import input_dim
-
     if info.get("task") == UPPER:
         dim = input_dim(info["checkpoint"])
         if dim != UPPER_OBS_DIM:
@@ -79,15 +81,11 @@ def describe_request(target: str, args: argparse.Namespace) -> Dict[str, Any]:
 def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str, Any]:
     """What rebuilds the checkpoint's env, with eval's ``--task``, ``--object``,
     ``--object-config`` and ``--command-net`` applied and checked."""
-    from mapush.spec import UPPER_OBJECT, check_upper_object
-
     task = getattr(args, "task", None)
     obj = getattr(args, "object", None)
     config = getattr(args, "object_config", None)
     config = str(Path(config).resolve()) if config else None
     if obj is not None and config is None:
-        from mapush.objects import check_object_name
-
         check_object_name(obj)
     if task == UPPER and obj is None and config is None:
         obj = UPPER_OBJECT  # the high level's object (mapush/spec.py)
@@ -257,9 +255,6 @@ def video_folder(info: Dict[str, Any], out: Optional[str]) -> Path:
 
 def check_rendering() -> None:
     """``--video`` needs MQE's camera to render: one line and the fix, before a simulation."""
-    from mapush.diagnostics.doctor import in_container
-    from mapush.diagnostics.rendering import problems
-
     found = problems(in_container())
     if found:
         what, fix = found[0]

@@ -7,6 +7,7 @@ calculator (or records videos); prints one JSON result on stdout and leaves with
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -191,8 +192,6 @@ def child_main(argv: List[str]) -> None:
               % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""),
               file=sys.stderr)
         code = 1
-    import shutil
-
     for folder in _SCRATCH:
         shutil.rmtree(folder, ignore_errors=True)
     leave(code)

@@ -16,6 +16,7 @@ from mapush.common import phases
 from mapush.common.atomic import DISK_FULL
 from mapush.checkpoints.store import read_meta
 from mapush.run.context import RunContext, StopFlag
+from mapush.run.crash import diagnose_exception
 from mapush.common.leave import leave
 from mapush.spec import RunSpec
 
@@ -69,8 +70,6 @@ def _main(stop: StopFlag) -> None:
         leave(1)
     except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
         traceback.print_exc()
-        from mapush.run.crash import diagnose_exception
-
         print(diagnose_exception(exc), file=sys.stderr)
         code = 1
     leave(code)

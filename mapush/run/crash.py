@@ -14,6 +14,7 @@ from typing import Optional
 
 from mapush.proc import signal_name
 from mapush.common.phases import read_phases
+from mapush.diagnostics.gpu import free_mb_now
 from mapush.diagnostics.physx_budget import BUDGET_FILE
 from mapush.spec import RunSpec
 
@@ -87,8 +88,6 @@ def _budget_note(run_dir: Path) -> Optional[str]:
 def report_crash(spec: RunSpec, signum: int) -> int:
     """Print the diagnosis of a child killed by ``signum``; return the exit status
     (128 + signum). The last line on stderr is the one-line diagnosis."""
-    from mapush.diagnostics.gpu import free_mb_now
-
     run_dir = Path(spec.run_dir)
     phase = last_phase(run_dir)
     name = signal_name(signum)

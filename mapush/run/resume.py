@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
-from mapush.checkpoints.source import RUN_CONFIG
+from mapush.checkpoints.source import RUN_CONFIG, resolve
+from mapush.checkpoints.store import resolve_resume
+from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 from mapush.spec import RunSpec
 
@@ -48,8 +50,6 @@ def _same_path(a: Optional[str], b: Optional[str]) -> bool:
 
 
 def _sha(path: Optional[str]) -> Optional[str]:
-    from mapush.common.hashing import sha256
-
     return sha256(path) if path and Path(path).is_file() else None
 
 
@@ -126,8 +126,6 @@ def _check_command_net(args: argparse.Namespace, spec: RunSpec) -> None:
 
 
 def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
-    from mapush.checkpoints.source import resolve
-
     given = str(resolve(args.init_from, "--init-from").resolve())
     if not _same_path(given, spec.init_from):
         _compare("--init-from", spec.init_from, given, args.init_from)
@@ -135,8 +133,6 @@ def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
 
 def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dict[str, Any]]:
     """The spec that continues ``--resume``'s run, and the run's record."""
-    from mapush.checkpoints.store import resolve_resume
-
     run_dir, checkpoint, _meta = resolve_resume(args.resume)
     record = read_record(run_dir)
     check_against_record(args, given, record, run_dir)

@@ -9,20 +9,24 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
+from mapush import trainers
+from mapush.checkpoints.policy import checkpoint_sha256
+from mapush.checkpoints.source import OBJECT_CONFIG, RUN_CONFIG
+from mapush.checkpoints.store import latest_checkpoint, read_meta
+from mapush.common.atomic import DISK_FULL, writable, write_json, write_text
 from mapush.common.clock import now
 from mapush.common.hashing import sha256
+from mapush.diagnostics.doctor import preflight as run_preflight
 from mapush.errors import MapushError, UsageError
+from mapush.objects import mapush_root, object_config_path
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
-from mapush.common.atomic import DISK_FULL, write_json, write_text
-from mapush.checkpoints.source import OBJECT_CONFIG, RUN_CONFIG
-from mapush.run.crash import PHASE_LOG
+from mapush.run.crash import PHASE_LOG, report_crash
+from mapush.run.lock import RunLock
+from mapush.run.resume import holds_run
 from mapush.spec import UPPER, RunSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from mapush.run.lock import RunLock
 
 UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
@@ -41,8 +45,6 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
     """The run's object config as ``<run_dir>/task/config.py`` (as upstream's train.py
     copies it into its results folder), the spec pointed at the copy (the high level: MQE's
     installed upper config, copied for the record only)."""
-    from mapush.objects import mapush_root, object_config_path
-
     if spec.task == UPPER:
         source = mapush_root() / UPPER_CONFIG
         if not source.is_file():
@@ -88,8 +90,6 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
     if spec.command_net:
         new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
     if spec.init_from:
-        from mapush.checkpoints.policy import checkpoint_sha256
-
         new["init_from"] = {"checkpoint": spec.init_from,
                             "sha256": checkpoint_sha256(spec.init_from)}
     write_json(path, new)
@@ -140,16 +140,12 @@ def start_child(spec: RunSpec, config_path: Path, lock_fd: int) -> ChildOutcome:
 
 
 def _newest_checkpoint(spec: RunSpec) -> str:
-    from mapush.checkpoints.store import latest_checkpoint
-
     latest = latest_checkpoint(Path(spec.run_dir))
     return "%s (step %d)" % (latest[1], latest[0]) if latest else "none"
 
 
 def check_writable(spec: RunSpec, resuming: bool) -> None:
     """A read-only run folder (or parent) is one UsageError before anything starts."""
-    from mapush.common.atomic import writable
-
     run_dir = Path(spec.run_dir)
     folders = [run_dir] + [run_dir / sub for sub in ("checkpoints", "logs", "task")
                            if (run_dir / sub).is_dir()] if resuming else [run_dir]
@@ -166,9 +162,6 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     """Every refusal that needs no simulation, before the run folder exists or changes: the
     trainer's config (keys, values, steps), a resume with nothing left to train, a
     read-only folder."""
-    from mapush import trainers
-    from mapush.checkpoints.store import read_meta
-
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
     try:
         trainer = trainers.load(spec.algo)
@@ -187,9 +180,6 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
 def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> "RunLock":
     """Create the run folder (a new run) and take its lock; a new run into a folder that
     another command filled meanwhile is refused."""
-    from mapush.run.lock import RunLock
-    from mapush.run.resume import holds_run
-
     run_dir = Path(spec.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     lock = RunLock(run_dir).acquire()
@@ -207,8 +197,6 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
     the child died from a signal. ``record``: the config.json of the run a resume
     continues (None: a new run). Nothing is written before every check passed."""
     if preflight:
-        from mapush.diagnostics.doctor import preflight as run_preflight
-
         run_preflight(spec)
     check_spec(spec, record)
     lock = open_run(spec, record)
@@ -233,8 +221,6 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
                  _newest_checkpoint(spec), spec.run_dir), file=sys.stderr)
         return 128 + signal.SIGKILL
     if status < 0:
-        from mapush.run.crash import report_crash
-
         return report_crash(spec, -status)
     if status == 0 and ended.stop_signal is not None:
         print("mapush: stopped by %s; newest checkpoint: %s (resume with --resume %s)"

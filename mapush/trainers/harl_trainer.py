@@ -12,6 +12,7 @@ the runner's own building blocks (``warmup``, ``collect``, ``insert``, ``compute
 """
 import contextlib
 import copy
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext
+from mapush.run.watchdog import MemoryWatchdog
 from mapush.spec import RunSpec
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -172,8 +174,6 @@ def check_harl() -> None:
 
 
 def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
-    import importlib
-
     base = importlib.import_module("harl.runners.on_policy_base_runner")
     module_name, class_name = RUNNERS[spec.algo]
     runner_cls = getattr(importlib.import_module(module_name), class_name)
@@ -296,8 +296,6 @@ def train(ctx: RunContext) -> int:
         restore_checkpoint(runner, Path(spec.init_from), runner.device, optimizers=False)
         print("mapush: policy and value weights from %s; fresh optimizers, step 0"
               % spec.init_from, file=sys.stderr)
-    from mapush.run.watchdog import MemoryWatchdog
-
     writer = runner.writter
     logger = runner.logger
     logger.steps_before, logger.episode_base = start_step, start_update

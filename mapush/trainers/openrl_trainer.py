@@ -28,7 +28,7 @@ from openrl.utils.logger import Logger
 
 from mapush import sim
 from mapush.checkpoints import policy as policy_file
-from mapush.envs.openrl_env import OpenRLEnv
+from mapush.envs.openrl_env import OpenRLEnv, to_env_actions
 from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
@@ -377,8 +377,6 @@ def train(ctx: RunContext) -> int:
 
 def load_policy(checkpoint: Path, env: Any, spec: RunSpec) -> Any:
     """The policy of ``checkpoint`` that ``mapush eval`` drives: obs -> env actions."""
-    from mapush.envs.openrl_env import to_env_actions
-
     user_config = spec.config if spec.config and Path(spec.config).is_file() else None
     if spec.config and user_config is None:
         print("mapush eval: the run's --config %s is gone; using the shipped ppo.yaml"
