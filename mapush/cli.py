@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from mapush import __version__
+from mapush.checkpoints.policy import input_dim, kind, module_path
+from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
 from mapush.errors import MapushError, UsageError
+from mapush.eval import check_fits
 from mapush.objects import ConfigReadError, check_object_name, mapush_root, read_object_facts, \
     read_object_name
+from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, UPPER_MID_OBS_DIM, \
@@ -312,10 +316,6 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
     if args.resume:
         raise UsageError("--init-from starts a new run from weights; --resume continues a run: "
                          "use one of them")
-    from mapush.checkpoints.source import describe, resolve
-    from mapush.eval import check_fits
-    from mapush.checkpoints.policy import kind
-
     checkpoint = resolve(args.init_from, "--init-from")
     found = kind(checkpoint)
     wanted = for_algo(args.algo)
@@ -355,9 +355,6 @@ def resolve_command_net(given: Optional[str]) -> str:
     published one), checked before anything starts: an OpenRL policy (the high level calls
     ``PPOModule.act``, go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds
     (line 291)."""
-    from mapush.checkpoints.source import resolve
-    from mapush.checkpoints.policy import input_dim, kind, module_path
-
     target = given or str(mapush_root() / PUBLISHED_COMMAND_NET)
     if not Path(target).exists():
         raise UsageError("--command-net %s: no such file or folder%s" % (
@@ -392,8 +389,6 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     """``mapush train --spec FILE``: the options in FILE, checked as the parser checks them,
     into a RunSpec; when the run_dir already holds a run (its config.json), that run
     continues with them (each must then equal the record, but the adjustable ones)."""
-    from mapush.checkpoints.source import RUN_CONFIG
-
     try:
         options = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -494,8 +489,6 @@ def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
             spec, record = spec_from_file(args.spec)
         else:
             spec, record = spec_from_args(args, given)
-        from mapush.run.train import train
-
         return train(spec, preflight=not args.no_preflight, record=record)
     if args.command not in COMMANDS:  # pragma: no cover - argparse knows the commands
         raise UsageError("unknown command %r" % args.command)
