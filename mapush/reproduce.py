@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from tqdm import tqdm
+
 from mapush.checkpoints.source import OBJECT_CONFIG, SUCCESS_FILE, describe, \
     parse_success_rate, upstream_checkpoints
 from mapush.errors import UsageError
@@ -117,8 +119,6 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     results = Path(args.results) if args.results else mapush_root() / "results"
     runs = authors_runs(results)
     if not runs:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mapush.diagnostics import gpu as gpu_facts
 from mapush.diagnostics import physx_budget
 from mapush.diagnostics.gpu import GpuFacts, device_index
+from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
 from mapush.errors import ISAACGYM_HINT, MapushError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
 from mapush.provenance import PATCH_COMPONENTS, patch_record_dir, patch_records
@@ -372,8 +373,6 @@ def check_mapush(opts: Options, _state: Dict[str, Any]) -> Check:
 
 def check_rendering(opts: Options, facts: Optional[GpuFacts]) -> Check:
     """``--video``: MQE's camera renders through Vulkan (mapush/diagnostics/rendering.py)."""
-    from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
-
     found = problems(in_container())
     if found:
         return Check("rendering", FAIL, "; ".join(what for what, _fix in found),

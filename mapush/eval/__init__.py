@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from tqdm import tqdm
+
 from mapush.checkpoints.policy import input_dim
 from mapush.checkpoints.source import describe, resolve, run_checkpoints
 from mapush.checkpoints.store import checkpoints_dir
@@ -194,8 +196,6 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervis
     """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
     oldest first, into ``eval.jsonl`` or ``--out``; under ``sup``, a stop signal ends it
     (status 130) without a line for the checkpoint it cut short."""
-    from tqdm import tqdm
-
     if not run_dir.is_dir():
         raise UsageError("--run %s: no such run directory" % run_dir)
     found = run_checkpoints(run_dir)

@@ -14,6 +14,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
+from tqdm import tqdm
+
 from mapush.errors import MapushError
 from mapush.common.leave import leave
 from mapush.spec import UPPER, EvalSpec, RunSpec
@@ -73,8 +75,6 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
     MQE's camera frames into one MP4 per episode (:mod:`mapush.video`), a bar per episode
     on stderr."""
     import torch
-    from tqdm import tqdm
-
     from mapush.video import EpisodeRecorder
 
     steps = int(env.max_episode_length) + 1

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
+import yaml
+
 from mapush.checkpoints.source import RUN_CONFIG, resolve
 from mapush.checkpoints.store import resolve_resume
 from mapush.common.hashing import sha256
@@ -54,8 +56,6 @@ def _sha(path: Optional[str]) -> Optional[str]:
 
 
 def _yaml(path: Optional[str]) -> Any:
-    import yaml
-
     if not path or not Path(path).is_file():
         return None
     return yaml.safe_load(Path(path).read_text()) or {}

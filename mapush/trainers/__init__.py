@@ -13,6 +13,8 @@ import importlib
 from pathlib import Path
 from typing import Any, NamedTuple, Tuple
 
+import yaml
+
 from mapush.errors import UsageError
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -54,7 +56,5 @@ def load(algo: str) -> Any:
 def episode_length(algo: str) -> int:
     """Steps per env in one update of the shipped config of ``algo`` (``episode_length``,
     top level in OpenRL's ppo.yaml, under ``train`` in HARL's)."""
-    import yaml
-
     config = yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text()) or {}
     return int(config.get("episode_length") or config["train"]["episode_length"])

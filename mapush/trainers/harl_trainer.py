@@ -18,12 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Tuple
 
+import yaml
+
 from mapush.errors import MapushError, UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext
 from mapush.run.watchdog import MemoryWatchdog
+from mapush.sim import MissingDependency
 from mapush.spec import RunSpec
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -40,8 +43,6 @@ RUNNERS = {
 
 # --------------------------------------------------------------------------- config
 def _load_yaml(path: Path) -> Dict[str, Any]:
-    import yaml
-
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
         raise UsageError("--config %s: expected a YAML mapping of sections (train:, model:, "
@@ -158,8 +159,6 @@ def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
 def check_harl() -> None:
     """HARL importable and patched for ``mapush`` (else HARL fails with a bare
     ``NotImplementedError`` deep in ``make_train_env``)."""
-    from mapush.sim import MissingDependency
-
     try:
         import harl.envs as harl_envs
     except ImportError as exc:
