@@ -19,6 +19,7 @@ from gym import spaces
 
 from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, \
     training_metrics
+from mapush.sim import make_env
 from mapush.spec import RunSpec
 from mapush.trainers import by_library
 
@@ -66,12 +67,8 @@ class MAPushHARLEnv(object):
             raise ValueError("team_reward %r: use %s" % (self.team_reward_kind,
                                                          " or ".join(TEAM_REWARDS)))
         if env is None:
-            from mapush.sim import make_env
-
             spec = spec_from_env_args(self.env_args)
-            env, self.env_cfg = make_env(spec, num_envs=spec.num_envs)
-        else:  # tests hand in a ready env
-            self.env_cfg = getattr(env, "cfg", None)
+            env, _cfg = make_env(spec, num_envs=spec.num_envs)  # else: a ready env (tests)
         self.env = env
         self.device = torch.device(str(env.device))
         # train.device_rollout (patches/harl/05): tensors on the policy's device instead of
