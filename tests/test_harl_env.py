@@ -74,7 +74,8 @@ elif mode == "memory":
     env = make("EP")
     env.reset()
     act = np.zeros((n, env.n_agents, env.act_dim), np.float32)
-    sizes = env.stats.window_sizes()
+    tensor_sizes = lambda obj: {k: v.numel() for k, v in vars(obj).items() if torch.is_tensor(v)}
+    sizes = tensor_sizes(env.stats)
     for _ in range(1000):
         env.step(act)
     env.episode_stats(); env.reward_terms()
@@ -83,7 +84,7 @@ elif mode == "memory":
         env.step(act)
         if i % 1000 == 0:
             env.episode_stats(); env.reward_terms()
-    result.update(growth=host_rss_mb() - before, same_sizes=env.stats.window_sizes() == sizes,
+    result.update(growth=host_rss_mb() - before, same_sizes=tensor_sizes(env.stats) == sizes,
                   episodes=env.episode_stats()["episodes"])
 with open(out, "w") as fh:
     json.dump(result, fh)

@@ -112,11 +112,6 @@ class EpisodeStats:
         self.flush()
         self._ep.zero_()
 
-    @property
-    def episodes(self) -> torch.Tensor:
-        self.flush()
-        return self._episodes
-
     def summary(self) -> Dict[str, float]:
         """Means over the window (one host copy); empty before the first episode ends."""
         self.flush()
@@ -134,11 +129,6 @@ class EpisodeStats:
             "finished_time": ftime / n,
             "episodes": float(int(self._episodes.item())),
         }
-
-    def window_sizes(self) -> Dict[str, int]:
-        """Element counts of every buffer this object holds (bounded by construction)."""
-        return {name: int(getattr(self, name).numel()) for name in
-                ("success", "finished_time", "filled", "_ep", "_hist")}
 
 
 def first_episode_degrees(env: Any) -> Dict[str, float]:

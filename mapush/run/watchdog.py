@@ -70,19 +70,15 @@ class MemoryWatchdog(object):
                  window: int = 8, threshold_mb: float = 64.0, min_positive: float = 0.75,
                  stream: Optional[TextIO] = None,
                  sampler: Optional[Callable[[], dict]] = None) -> None:
-        knobs = env_overrides()
-        every = int(knobs.get("every", every))
-        warmup = int(knobs.get("warmup", warmup))
-        window = int(knobs.get("window", window))
-        threshold_mb = knobs.get("threshold_mb", threshold_mb)
-        min_positive = knobs.get("min_positive", min_positive)
-        self.device = device
-        self.log_scalar = log_scalar
-        self.every = max(1, int(every))
-        self.warmup = max(0, int(warmup))
-        self.window = max(3, int(window))
-        self.threshold_mb = float(threshold_mb)
-        self.min_positive = float(min_positive)
+        knobs = dict(every=every, warmup=warmup, window=window, threshold_mb=threshold_mb,
+                     min_positive=min_positive)
+        knobs.update(env_overrides())  # MAPUSH_WATCHDOG wins
+        self.device, self.log_scalar = device, log_scalar
+        self.every = max(1, int(knobs["every"]))
+        self.warmup = max(0, int(knobs["warmup"]))
+        self.window = max(3, int(knobs["window"]))
+        self.threshold_mb = float(knobs["threshold_mb"])
+        self.min_positive = float(knobs["min_positive"])
         self.stream = stream
         self._sampler = sampler
         self.cuda = str(device).startswith("cuda")
