@@ -143,16 +143,10 @@ def main(args: argparse.Namespace) -> int:
              out), file=sys.stderr, flush=True)
     for index, ((obj, step, _path, theirs), info) in enumerate(zip(todo, infos), 1):
         label = "[%d/%d] %s %s" % (index, len(todo), obj, step_label(step))
-        bar = tqdm(total=args.num_envs, desc=label, unit="env", file=sys.stderr,
-                   dynamic_ncols=True, leave=False)
-
-        def progress(done: int, total: int, bar: Any = bar) -> None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
-        code, result, last = evaluate(info, args, progress)
-        bar.close()
+        with tqdm(total=args.num_envs, desc=label, unit="env", file=sys.stderr,
+                  dynamic_ncols=True, leave=False) as bar:  # envs whose first episode ended
+            code, result, last = evaluate(info, args,
+                                          lambda done, _total: bar.update(done - bar.n))
         row = {"object": obj, "step": step, "checkpoint": info["checkpoint"],
                "theirs": theirs}  # type: Dict[str, Any]
         if result is None:

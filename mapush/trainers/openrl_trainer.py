@@ -303,7 +303,7 @@ class RunCallback(CheckpointCallback):
                 "episode_length": int(self.cfg.episode_length),
                 "use_linear_lr_decay": bool(self.cfg.use_linear_lr_decay),
                 # each optimizer's learning rate now (after OpenRL's linear decay, if on)
-                "lr": {name: float(opt.param_groups[0]["lr"]) for name, opt in getattr(
+                "lr": {key: float(opt.param_groups[0]["lr"]) for key, opt in getattr(
                     self.agent.net.module, "optimizers", {}).items() if opt.param_groups},
                 "initial_lr": {"policy": float(self.cfg.lr), "critic": float(self.cfg.critic_lr)}}
         phases.mark("checkpoint")
