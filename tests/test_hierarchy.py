@@ -341,6 +341,15 @@ def test_the_pipeline_refuses_an_object_the_high_level_does_not_push(upstream, t
     assert not (tmp_path / obj).exists()
 
 
+def test_the_pipeline_refuses_an_object_not_under_mapush_root(upstream, tmp_path):
+    args = pipeline_args(tmp_path / "sphere")
+    args[args.index("cuboid")] = "sphere"
+    proc = run_mapush(args, double_env(upstream), cwd=tmp_path)
+    assert "--object sphere: not in MAPUSH_ROOT's task/ (found: Tblock, cuboid, cylinder)" in \
+        one_error(proc)
+    assert not (tmp_path / "sphere").exists()
+
+
 def ctrl_c_pipeline(upstream, tmp_path, ready, step_sleep, timeout):
     """Start the pipeline in a session of its own, press Ctrl-C (SIGINT to the whole
     process group) once ``ready()`` holds, and return its stderr after it exited 0."""
