@@ -56,8 +56,7 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
     root.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(root)
     tmp = root / ("%s%s-%d" % (TMP_PREFIX, name, os.getpid()))
-    if tmp.exists():
-        shutil.rmtree(str(tmp))
+    shutil.rmtree(str(tmp), ignore_errors=True)  # this writer's own leftover, if any
     tmp.mkdir()
     try:
         yield tmp

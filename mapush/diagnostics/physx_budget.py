@@ -160,22 +160,20 @@ def choose_contact_pairs(num_envs: int, free_bytes: Optional[int],
                          allowed_bytes=allowed, fits=fits, source="budget")
 
 
-def override_budget(num_envs: int, multiplier: float, bodies: TaskBodies) -> ContactBudget:
+def override_budget(num_envs: int, multiplier: float, bodies: TaskBodies,
+                    free_bytes: Optional[int] = None) -> ContactBudget:
     """What ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` makes the patched base_task.py allocate."""
     pairs = int(UPSTREAM_CONTACT_PAIRS * multiplier)
     return ContactBudget(num_envs=int(num_envs), needed=contacts_needed(num_envs, bodies),
-                         pairs=pairs,
-                         bytes=contact_bytes(pairs), free_bytes=None, allowed_bytes=None,
-                         fits=True, source="override", multiplier=multiplier)
+                         pairs=pairs, bytes=contact_bytes(pairs), free_bytes=free_bytes,
+                         allowed_bytes=None, fits=True, source="override", multiplier=multiplier)
 
 
 def plan(num_envs: int, free_bytes: Optional[int], bodies: TaskBodies) -> ContactBudget:
     """The override when set, else the budget."""
     multiplier = override_multiplier()
     if multiplier is not None:
-        budget = override_budget(num_envs, multiplier, bodies)
-        budget.free_bytes = free_bytes
-        return budget
+        return override_budget(num_envs, multiplier, bodies, free_bytes)
     return choose_contact_pairs(num_envs, free_bytes, bodies)
 
 
