@@ -17,17 +17,19 @@ _last = {}  # type: Dict[str, Any]  # this process's phase file descriptor and p
 
 def mark(phase: str) -> None:
     """Append ``<time> <phase>`` to ``$MAPUSH_PHASE_FILE`` when the phase changes (nothing
-    without the variable); the file is opened once, at the first mark."""
+    without the variable); the file is opened once, at the first mark. Marking the current
+    phase again is one comparison (the HARL loop marks every env step)."""
+    if phase == _last.get("phase"):
+        return
     if phase not in PHASES:
         raise ValueError("unknown phase %r" % phase)
     if "fd" not in _last:
         path = os.environ.get(PHASE_ENV)
         _last["fd"] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path \
             else None
-    if phase != _last.get("phase"):
-        _last["phase"] = phase
-        if _last["fd"] is not None:
-            os.write(_last["fd"], ("%.3f %s\n" % (time.time(), phase)).encode())
+    _last["phase"] = phase
+    if _last["fd"] is not None:
+        os.write(_last["fd"], ("%.3f %s\n" % (time.time(), phase)).encode())
 
 
 def read_phases(path: str) -> List[str]:
