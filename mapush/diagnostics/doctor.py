@@ -97,6 +97,12 @@ class Options:
     object: Optional[str] = None
     video: bool = False
 
+    @property
+    def gpus(self) -> List[int]:
+        """The GPU indices the run uses (none: a CPU-only run)."""
+        return sorted({i for i in (device_index(self.sim_device), device_index(self.rl_device))
+                       if i is not None})
+
 
 def parse_version(text: Optional[str]) -> Optional[Tuple[int, ...]]:
     try:
@@ -117,9 +123,7 @@ def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
         return Check("gpu", FAIL, "no GPU visible %s (%s)" % (here, facts.error or
                                                                   "no CUDA device"),
                      GPU_IN_CONTAINER_FIX if in_container() else GPU_ON_HOST_FIX)
-    wanted = sorted({i for i in (device_index(opts.sim_device), device_index(opts.rl_device))
-                     if i is not None})
-    missing = [i for i in wanted if facts.device(i) is None]
+    missing = [i for i in opts.gpus if facts.device(i) is None]
     names = ", ".join("cuda:%d %s (%s)" % (d.index, d.name, d.sm or "sm unknown")
                       for d in facts.devices)
     if missing:
@@ -162,8 +166,7 @@ def check_arch(opts: Options, facts: GpuFacts) -> Check:
                      % (facts.error or "torch not probed"), "check 'python -c \"import torch; "
                      "print(torch.cuda.get_arch_list())\"'")
     problems, notes = [], []
-    wanted = {i for i in (device_index(opts.sim_device), device_index(opts.rl_device))
-              if i is not None}
+    wanted = opts.gpus
     for dev in facts.devices:
         if dev.index not in wanted or dev.capability is None:
             continue
@@ -394,7 +397,7 @@ def run_checks(opts: Options, facts: Optional[GpuFacts] = None,
     """All checks, in order. GPU facts are gathered (or taken from ``facts``) only when a
     device is a GPU; CPU-only runs skip the GPU checks."""
     checks = []  # type: List[Check]
-    if device_index(opts.sim_device) is not None or device_index(opts.rl_device) is not None:
+    if opts.gpus:
         if facts is None:
             facts = gather()
         gpu_check = check_gpu_visible(opts, facts)

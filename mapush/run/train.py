@@ -177,7 +177,7 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     check_writable(spec, record is not None)
 
 
-def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> "RunLock":
+def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:
     """Create the run folder (a new run) and take its lock; a new run into a folder that
     another command filled meanwhile is refused."""
     run_dir = Path(spec.run_dir)
