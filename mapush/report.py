@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate
 from mapush.common.atomic import writable, write_text
@@ -52,24 +52,6 @@ def pyplot() -> Any:
     return plt
 
 
-def _select(scalars: Scalars, keys: Tuple[str, ...]) -> List[str]:
-    return sorted(tag for tag in scalars
-                  if any(tag == k or (k.endswith("/") and tag.startswith(k)) for k in keys))
-
-
-def their_tag(tag: str) -> str:
-    """The authors' tag for one of ours: OpenRL logged each term under its bare name."""
-    return tag.split("/", 1)[1] if tag.startswith(("reward/", "train/")) else tag
-
-
-def authors_run(run_config: Dict[str, Any]) -> Optional[Path]:
-    """The authors' results folder for the run's object and task, when the tree has it."""
-    spec = run_config.get("spec", {})
-    if spec.get("task", "go1push_mid") != "go1push_mid":
-        return None
-    return authors_runs(mapush_root() / "results").get(spec.get("object"))
-
-
 def _label(ax: Any, title: str, xlabel: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
@@ -92,7 +74,8 @@ def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
     for ax, tag in zip(axes.flat, tags):
         steps, values = zip(*scalars[tag])
         ax.plot(steps, values, "o-", markersize=3, color="tab:blue", label="this run")
-        other = theirs.get(their_tag(tag))
+        # the authors' tag for ours: OpenRL logged each term under its bare name
+        other = theirs.get(tag.split("/", 1)[1] if tag.startswith(("reward/", "train/")) else tag)
         if other:
             ax.plot(*zip(*other), "-", color="tab:orange", alpha=0.8, label="authors")
             ax.legend(fontsize=7)
@@ -120,17 +103,14 @@ def draw_eval(plt: Any, path: Path, records: List[Dict[str, Any]],
     save_figure(plt, fig, path)
 
 
-def _cell(value: Any) -> str:
-    return "-" if value is None else "%.4g" % value if isinstance(value, float) else str(value)
-
-
 def render(**context: Any) -> str:
     """The page from ``templates/report.html`` (jinja2, every value escaped)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("mapush", "templates"),
                              autoescape=True, keep_trailing_newline=True)
-    env.filters["cell"] = _cell
+    env.filters["cell"] = lambda value: "-" if value is None else \
+        "%.4g" % value if isinstance(value, float) else str(value)
     return env.get_template("report.html").render(**context)
 
 
@@ -146,14 +126,17 @@ def build(run: Path, out: Path) -> Path:
     plt = pyplot()
     _say("reading the events in %s" % logs)
     scalars = read_scalars(logs)
-    theirs_run = authors_run(run_config)
+    spec = run_config.get("spec", {})  # the authors' run of the object, for the mid level
+    theirs_run = authors_runs(mapush_root() / "results").get(spec.get("object")) \
+        if spec.get("task", "go1push_mid") == "go1push_mid" else None
     theirs = read_scalars(theirs_run / "logs") if theirs_run is not None and \
         (theirs_run / "logs").is_dir() else {}
     if theirs_run is not None:
         _say("drawing the authors' curves from %s beside this run's" % theirs_run)
     panels = []  # type: List[Dict[str, str]]
     for name, title, keys in PANELS:
-        tags = [t for t in _select(scalars, keys) if scalars[t]]
+        tags = sorted(t for t in scalars if scalars[t] and any(
+            t == k or (k.endswith("/") and t.startswith(k)) for k in keys))
         if not tags:
             continue
         _say("drawing %s (%d curves)" % (name, len(tags)))

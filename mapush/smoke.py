@@ -25,12 +25,6 @@ WORK_DIRS = ("logs", "env") + tuple(trainer.algos[0] for trainer in TRAINERS)
 JUNIT = "junit.xml"
 
 
-def checks_dir() -> Path:
-    """The smoke tests: ``MAPUSH_SMOKE_TESTS`` (the image sets it), else this checkout's."""
-    return Path(os.environ.get("MAPUSH_SMOKE_TESTS") or
-                Path(__file__).resolve().parent.parent / "tests" / "gpu")
-
-
 def prepare_workdir(workdir: Path) -> None:
     """Empty the folders a previous smoke run left (stale checkpoints must not pass the eval
     stage), refusing to touch folders that a smoke run did not make."""
@@ -72,7 +66,9 @@ def main(args: Any) -> int:
     if report_path.exists() and report_path.is_dir():
         raise UsageError("--report %s is a folder; give a file name such as %s"
                          % (report_path, report_path / "report.json"))
-    tests = checks_dir() / "test_stages.py"
+    # the smoke tests: MAPUSH_SMOKE_TESTS (the image sets it), else this checkout's
+    tests = Path(os.environ.get("MAPUSH_SMOKE_TESTS") or
+                 Path(__file__).resolve().parent.parent / "tests" / "gpu") / "test_stages.py"
     if not tests.is_file():
         raise MapushError("the smoke tests are missing (%s): run mapush smoke from a checkout "
                           "of mapush-env or in its image" % tests)

@@ -104,13 +104,6 @@ class Options:
                        if i is not None})
 
 
-def parse_version(text: Optional[str]) -> Optional[Tuple[int, ...]]:
-    try:
-        return tuple(int(p) for p in str(text).strip().split("."))
-    except ValueError:
-        return None
-
-
 def _fmt(version: Tuple[int, ...]) -> str:
     return ".".join("%02d" % p if i else str(p) for i, p in enumerate(version))
 
@@ -137,8 +130,9 @@ def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
 
 
 def check_driver(opts: Options, facts: GpuFacts) -> Check:
-    version = parse_version(facts.driver_version)
-    if version is None:
+    try:
+        version = tuple(int(p) for p in str(facts.driver_version).strip().split("."))
+    except ValueError:
         return Check("driver", WARN, "NVIDIA driver version unknown (%s)"
                      % (facts.driver_version or "nvidia-smi unavailable"),
                      "run nvidia-smi on the host; CUDA 11.6 needs a driver >= %s" % _fmt(MIN_DRIVER))
@@ -297,13 +291,6 @@ def check_isaacgym(_opts: Options, state: Dict[str, Any]) -> Check:
     return Check("isaacgym", OK, "Isaac Gym importable from %s" % pkg)
 
 
-def torch_extensions_root() -> Path:
-    """Where ``torch.utils.cpp_extension.load`` builds: $TORCH_EXTENSIONS_DIR, else
-    ``$XDG_CACHE_HOME/torch_extensions/py38_cu116`` (default cache ``~/.cache``)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path(cache) / "torch_extensions")
-
-
 def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
     pkg = state.get("isaacgym_dir")
     if not pkg:
@@ -311,7 +298,10 @@ def check_gymtorch(_opts: Options, state: Dict[str, Any]) -> Check:
     source = Path(pkg) / "_bindings" / "src" / "gymtorch"
     if not source.is_dir():
         return Check("gymtorch", OK, "this isaacgym has no gymtorch extension to build")
-    where = torch_extensions_root()
+    # where torch.utils.cpp_extension.load builds: $TORCH_EXTENSIONS_DIR, else
+    # $XDG_CACHE_HOME/torch_extensions/py38_cu116 (default cache ~/.cache)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    where = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path(cache) / "torch_extensions")
     built = [path for pattern in ("gymtorch/gymtorch*.so", "*/gymtorch/gymtorch*.so")
              for path in sorted(where.glob(pattern))]
     if built:

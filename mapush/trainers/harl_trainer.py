@@ -183,20 +183,16 @@ def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
     return runner
 
 
-def current_lrs(runner: Any) -> Dict[str, float]:
-    lrs = {"critic": float(runner.critic.critic_optimizer.param_groups[0]["lr"])}
-    for i, actor in enumerate(runner.actor):
-        lrs["actor%d" % i] = float(actor.actor_optimizer.param_groups[0]["lr"])
-    return lrs
-
-
 def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
                     state: Dict[str, int]) -> Path:
     """HARL's model files plus optimizer states, config and meta, published atomically."""
     import torch
 
     phases.mark("checkpoint")
-    meta = dict(state, algo=ctx.spec.algo, trainer="harl", lr=current_lrs(runner),
+    lrs = {"actor%d" % i: float(actor.actor_optimizer.param_groups[0]["lr"])
+           for i, actor in enumerate(runner.actor)}
+    lrs["critic"] = float(runner.critic.critic_optimizer.param_groups[0]["lr"])
+    meta = dict(state, algo=ctx.spec.algo, trainer="harl", lr=lrs,
                 episode_length=int(config["train"]["episode_length"]),
                 n_rollout_threads=int(config["train"]["n_rollout_threads"]),
                 use_linear_lr_decay=bool(config["train"]["use_linear_lr_decay"]))
@@ -236,14 +232,6 @@ def restore_checkpoint(runner: Any, path: Path, device: Any, optimizers: bool = 
         for actor, state in zip(runner.actor, optim["actors"]):
             actor.actor_optimizer.load_state_dict(state)
         runner.critic.critic_optimizer.load_state_dict(optim["critic"])
-
-
-def _lr_decay(runner: Any, update: int, total: int) -> None:
-    """Each distinct actor's schedule (MAPPO shares one object among the agents) and the
-    critic's."""
-    for actor in {id(a): a for a in runner.actor}.values():
-        actor.lr_decay(update, total)
-    runner.critic.lr_decay(update, total)
 
 
 # --------------------------------------------------------------------------- training
@@ -310,8 +298,10 @@ def train(ctx: RunContext) -> int:
         runner.warmup()
         logger.init(total_updates)
         for update in range(start_update + 1, total_updates + 1):
-            if train_cfg["use_linear_lr_decay"]:
-                _lr_decay(runner, update, total_updates)
+            if train_cfg["use_linear_lr_decay"]:  # each distinct actor (MAPPO shares one)
+                for decaying in {id(a): a for a in runner.actor}.values():
+                    decaying.lr_decay(update, total_updates)
+                runner.critic.lr_decay(update, total_updates)
             logger.episode_init(update)
             runner.prep_rollout()
             for step in range(int(train_cfg["episode_length"])):
@@ -364,15 +354,6 @@ def _close(runner: Any) -> None:
 
 
 # --------------------------------------------------------------------------- eval
-def read_checkpoint_config(checkpoint_dir: Path) -> Dict[str, Any]:
-    for candidate in (Path(checkpoint_dir) / HARL_CONFIG,
-                      Path(checkpoint_dir).parent.parent / HARL_CONFIG):
-        if candidate.is_file():
-            return json.loads(candidate.read_text())
-    raise MapushError("%s: no %s (not a HARL checkpoint of mapush train?)"
-                      % (checkpoint_dir, HARL_CONFIG))
-
-
 def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], Any]:
     """Deterministic policy of a HARL checkpoint: ``act(obs)`` maps numpy obs
     ``(n_envs, n_agents, obs_dim)`` to numpy actions ``(n_envs, n_agents, act_dim)``.
@@ -383,7 +364,11 @@ def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], An
     from harl.algorithms.actors import ALGO_REGISTRY
 
     path = Path(checkpoint_dir)
-    config = read_checkpoint_config(path)
+    found = [c for c in (path / HARL_CONFIG, path.parent.parent / HARL_CONFIG) if c.is_file()]
+    if not found:
+        raise MapushError("%s: no %s (not a HARL checkpoint of mapush train?)"
+                          % (path, HARL_CONFIG))
+    config = json.loads(found[0].read_text())
     algo = config["main_args"]["algo"]
     algo_args = config["algo_args"]
     n_agents = int(getattr(env, "n_agents", getattr(env, "num_agents", 0)))
