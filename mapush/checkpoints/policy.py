@@ -18,7 +18,7 @@ import inspect
 import pickle
 import types
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Optional
 
 from mapush.checkpoints.store import read_meta
 from mapush.common.hashing import sha256
@@ -100,22 +100,16 @@ def load_module(checkpoint: Any, device: Any, what: str) -> Any:
                             str(exc).splitlines()[0] if str(exc) else ""))
     if not hasattr(module, "models"):
         raise UsageError("%s %s: not an OpenRL module (no models)" % (what, path))
-    _retarget(module, device)
-    return module
-
-
-def _retarget(module: Any, device: Any) -> None:
-    """Point a loaded OpenRL module's device bookkeeping at ``device``: its networks keep
-    the device they were trained on in ``tpdv`` (the authors': cuda), which ``map_location``
-    does not touch."""
+    # its device bookkeeping pointed at ``device``: the networks keep the device they were
+    # trained on in ``tpdv`` (the authors': cuda), which ``map_location`` does not touch
     import torch
 
-    device = torch.device(device)
-    module.device = device
-    for model in getattr(module, "models", {}).values():
+    module.device = torch.device(device)
+    for model in module.models.values():
         for sub in model.modules():
             if isinstance(getattr(sub, "tpdv", None), dict):
-                sub.tpdv = dict(sub.tpdv, device=device)
+                sub.tpdv = dict(sub.tpdv, device=module.device)
+    return module
 
 
 # -- reading shapes without the classes -------------------------------------------------
@@ -150,25 +144,18 @@ def _lenient_pickle() -> Any:
     return module
 
 
-def _children(obj: Any) -> Iterator[Any]:
-    """Sub-objects of a module or a stand-in, in definition order."""
-    state = getattr(obj, "__dict__", {})
-    modules = state.get("_modules")
-    if isinstance(modules, dict):
-        for child in modules.values():
-            if child is not None:
-                yield child
-
-
 def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
+    """The input width of the first linear layer in a module or a stand-in, its
+    sub-modules searched in definition order."""
     import torch
 
     if isinstance(obj, torch.nn.Linear):
         return int(obj.in_features)
-    if depth > 20:
+    modules = getattr(obj, "__dict__", {}).get("_modules")
+    if depth > 20 or not isinstance(modules, dict):
         return None
-    for child in _children(obj):
-        found = _first_linear_in(child, depth + 1)
+    for child in modules.values():
+        found = _first_linear_in(child, depth + 1) if child is not None else None
         if found is not None:
             return found
     return None

@@ -238,30 +238,6 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervis
     return 0
 
 
-def video_folder(info: Dict[str, Any], out: Optional[str]) -> Path:
-    """``--out DIR``, else ``RUN/videos`` of the checkpoint's run; it must be writable."""
-    if out:
-        folder = Path(out)
-    else:
-        checkpoint = Path(info["checkpoint"])
-        run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else \
-            checkpoint.parent
-        folder = run / VIDEO_DIR
-    if not writable(folder):
-        raise UsageError("--video: %s is not writable (a read-only run such as the image's "
-                         "/opt/mapush): pass --out DIR" % folder)
-    return folder
-
-
-def check_rendering() -> None:
-    """``--video`` needs MQE's camera to render: one line and the fix, before a simulation."""
-    found = problems(in_container())
-    if found:
-        what, fix = found[0]
-        raise UsageError("--video: cannot render: %s; %s (mapush doctor --video checks)"
-                         % (what, fix))
-
-
 def main(args: argparse.Namespace) -> int:
     video = getattr(args, "video", False)
     if getattr(args, "num_envs", None) is None:
@@ -271,15 +247,23 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError("--video records one checkpoint: use --checkpoint, not --run")
         return evaluate_run(Path(args.run), args)
     info = describe_request(args.checkpoint, args)
+    out = getattr(args, "out", None)
     if video:
-        check_rendering()
-        folder = video_folder(info, getattr(args, "out", None))
+        found = problems(in_container())  # MQE's camera must render, checked before a simulation
+        if found:
+            raise UsageError("--video: cannot render: %s; %s (mapush doctor --video checks)"
+                             % found[0])
+        parent = Path(info["checkpoint"]).parent  # --out DIR, else RUN/videos of its run
+        run = parent.parent if parent.name == "checkpoints" else parent
+        folder = Path(out) if out else run / VIDEO_DIR
+        if not writable(folder):
+            raise UsageError("--video: %s is not writable (a read-only run such as the "
+                             "image's /opt/mapush): pass --out DIR" % folder)
         info = dict(info, video={"folder": str(folder.resolve()),
                                  "episodes": int(args.episodes)})
         if info["task"] == UPPER:
             info["figures"] = rrt_figures(folder, info)
     elif info["task"] == UPPER:
-        out = getattr(args, "out", None)
         if out:
             if not writable(Path(out)):
                 raise UsageError("--out %s: not a writable folder for the RRT figures" % out)

@@ -9,7 +9,7 @@ the option, the recorded and the given value, raised before anything is written.
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Set, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 import yaml
 
@@ -26,17 +26,6 @@ ADJUSTABLE = {"--steps": ("steps", "steps"), "--sim-device": ("sim_device", "sim
               "--wandb": ("wandb", "use_wandb"), "--record-video": ("record_video", "record_video")}
 # options that never touch the record (how the command runs, not what it trains)
 NEUTRAL = ("--no-preflight", "--resume", "--spec")
-
-
-def read_record(run_dir: Path, what: str = "--resume") -> Dict[str, Any]:
-    path = Path(run_dir) / RUN_CONFIG
-    try:
-        record = json.loads(path.read_text())
-        RunSpec.from_dict(record["spec"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError("%s %s: cannot read the run's %s (%s): it is not a run of mapush "
-                         "train" % (what, run_dir, RUN_CONFIG, exc))
-    return record
 
 
 def holds_run(folder: Path) -> bool:
@@ -94,47 +83,40 @@ def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict
     for option, field in plain.items():
         if option in given:
             _compare(option, getattr(spec, field), getattr(args, field))
-    checks = {
-        "--run-dir": lambda: _compare("--run-dir", str(run_dir), str(args.run_dir))
-        if not _same_path(str(run_dir), args.run_dir) else None,
-        "--object-config": lambda: _compare(
-            "--object-config", (record.get("object_config") or {}).get("source"),
-            args.object_config) if _sha(args.object_config) != _sha(spec.object_config)
-        else None,
-        "--config": lambda: _compare(
-            "--config", (record.get("config_override") or {}).get("source", spec.config),
-            args.config) if _yaml(args.config) != _yaml(spec.config) else None,
-        "--command-net": lambda: _check_command_net(args, spec),
-        "--init-from": lambda: _check_init_from(args, spec),
-    }  # type: Dict[str, Callable[[], Any]]
-    for option, check in checks.items():
-        if option in given:
-            check()
-    known = set(plain) | set(checks) | set(ADJUSTABLE) | set(NEUTRAL)
-    unknown = sorted(given - known)
+    if "--run-dir" in given and not _same_path(str(run_dir), args.run_dir):
+        _compare("--run-dir", str(run_dir), str(args.run_dir))
+    if "--object-config" in given and _sha(args.object_config) != _sha(spec.object_config):
+        _compare("--object-config", (record.get("object_config") or {}).get("source"),
+                 args.object_config)
+    if "--config" in given and _yaml(args.config) != _yaml(spec.config):
+        _compare("--config", (record.get("config_override") or {}).get("source", spec.config),
+                 args.config)
+    if "--command-net" in given:
+        from mapush.cli import command_net_from_args
+
+        net = command_net_from_args(argparse.Namespace(**dict(vars(args), task=spec.task,
+                                                              algo=spec.algo)))
+        if not _same_path(net, spec.command_net) and _sha(net) != _sha(spec.command_net):
+            _compare("--command-net", spec.command_net, net, args.command_net)
+    if "--init-from" in given:
+        init_from = str(resolve(args.init_from, "--init-from").resolve())
+        if not _same_path(init_from, spec.init_from):
+            _compare("--init-from", spec.init_from, init_from, args.init_from)
+    checked = {"--run-dir", "--object-config", "--config", "--command-net", "--init-from"}
+    unknown = sorted(given - set(plain) - checked - set(ADJUSTABLE) - set(NEUTRAL))
     if unknown:  # pragma: no cover - a new option of `mapush train` must be classified here
         raise UsageError("%s: not known to --resume (mapush.run.resume)" % ", ".join(unknown))
-
-
-def _check_command_net(args: argparse.Namespace, spec: RunSpec) -> None:
-    from mapush.cli import command_net_from_args
-
-    given = command_net_from_args(argparse.Namespace(**dict(vars(args), task=spec.task,
-                                                            algo=spec.algo)))
-    if not _same_path(given, spec.command_net) and _sha(given) != _sha(spec.command_net):
-        _compare("--command-net", spec.command_net, given, args.command_net)
-
-
-def _check_init_from(args: argparse.Namespace, spec: RunSpec) -> None:
-    given = str(resolve(args.init_from, "--init-from").resolve())
-    if not _same_path(given, spec.init_from):
-        _compare("--init-from", spec.init_from, given, args.init_from)
 
 
 def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dict[str, Any]]:
     """The spec that continues ``--resume``'s run, and the run's record."""
     run_dir, checkpoint, _meta = resolve_resume(args.resume)
-    record = read_record(run_dir)
+    try:
+        record = json.loads((Path(run_dir) / RUN_CONFIG).read_text())
+        RunSpec.from_dict(record["spec"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError("--resume %s: cannot read the run's %s (%s): it is not a run of "
+                         "mapush train" % (run_dir, RUN_CONFIG, exc))
     check_against_record(args, given, record, run_dir)
     spec = recorded_spec(record, run_dir)
     for path, what in ((spec.config, "--config copy"), (spec.object_config, "object config")):
