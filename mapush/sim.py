@@ -208,25 +208,16 @@ class _PhaseGym(object):
         return marked
 
 
-def _install_phase_gym() -> None:
-    from isaacgym import gymapi
-
-    if getattr(gymapi.acquire_gym, "_mapush_phase", False):
-        return
-    original = gymapi.acquire_gym
-
-    def acquire_gym(*a: Any, **kw: Any) -> Any:
-        return _PhaseGym(original(*a, **kw))
-
-    acquire_gym._mapush_phase = True  # type: ignore[attr-defined]
-    gymapi.acquire_gym = acquire_gym
-
-
 def make_env(spec: RunSpec, num_envs: Optional[int] = None,
              contact_pairs: Optional[int] = None) -> Tuple[Any, Any]:
     """Create the MQE env of the spec: ``(env, env_cfg)`` as ``make_mqe_env`` returns them."""
     import_isaacgym()
-    _install_phase_gym()
+    from isaacgym import gymapi
+
+    if not getattr(gymapi.acquire_gym, "_mapush_phase", False):  # once: gym objects mark phases
+        original = gymapi.acquire_gym
+        gymapi.acquire_gym = lambda *a, **kw: _PhaseGym(original(*a, **kw))
+        gymapi.acquire_gym._mapush_phase = True  # type: ignore[attr-defined]
     mqe_utils = _import_mqe_utils()
     # The mid level runs the object's config; the high level MQE's installed upper config
     # (mqe/envs/configs/go1_push_upper_config.py), with the run's mid-level policy.

@@ -144,16 +144,6 @@ def proc_driver_version() -> Optional[str]:
     return None
 
 
-def torch_probe(free: bool, timeout: float = 120.0) -> Dict[str, Any]:
-    code, out, err = _run([sys.executable, "-c", _TORCH_PROBE] + (["--free"] if free else []),
-                          timeout)
-    try:
-        return json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"devices": [], "error": "torch probe failed (%d): %s"
-                % (code, (err.strip().splitlines() or ["no output"])[-1])}
-
-
 def _smi_row_for(index: int, rows: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The nvidia-smi row of torch device ``index``, following CUDA_VISIBLE_DEVICES."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -176,7 +166,13 @@ def gather(timeout: float = 120.0) -> GpuFacts:
         facts.source = "fake:%s" % fake
         return facts
     rows, smi_error = nvidia_smi_query()
-    probe = torch_probe(free=rows is None, timeout=timeout)
+    code, out, err = _run([sys.executable, "-c", _TORCH_PROBE] + (["--free"] if rows is None
+                                                                  else []), timeout)
+    try:
+        probe = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        probe = {"devices": [], "error": "torch probe failed (%d): %s"
+                 % (code, (err.strip().splitlines() or ["no output"])[-1])}
     facts = GpuFacts.from_dict(dict(probe, nvidia_smi=rows is not None))
     for dev in facts.devices:
         row = _smi_row_for(dev.index, rows or [])
