@@ -184,17 +184,12 @@ class Pipeline(object):
         return 0
 
 
-def check_object(obj: str) -> None:
-    """The pipeline's object must be one the high level pushes (mapush/spec.py)."""
-    objects = find_objects()
-    if obj not in objects:
-        raise UsageError("--object %s: not in MAPUSH_ROOT's task/ (found: %s)"
-                         % (obj, ", ".join(objects) or "none"))
-    check_upper_object(obj)
-
-
 def main(args: argparse.Namespace) -> int:
-    check_object(args.object)
+    objects = find_objects()  # the object must be one the high level pushes (mapush/spec.py)
+    if args.object not in objects:
+        raise UsageError("--object %s: not in MAPUSH_ROOT's task/ (found: %s)"
+                         % (args.object, ", ".join(objects) or "none"))
+    check_upper_object(args.object)
     for key in ("config", "upper_config"):
         value = getattr(args, key)
         if value:

@@ -25,24 +25,6 @@ def checkpoints_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_temporaries(root: Path) -> None:
-    """Delete temporary folders left by writers that were killed (their pid is gone)."""
-    for path in root.glob(TMP_PREFIX + "*"):
-        pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            shutil.rmtree(str(path), ignore_errors=True)
-
-
 @contextlib.contextmanager
 def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterator[Path]:
     """Yield a temporary folder to write into; on success publish it as ``checkpoints/<name>``.
@@ -54,7 +36,15 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
         raise ValueError("checkpoint meta needs 'step'")
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(root)
+    for path in root.glob(TMP_PREFIX + "*"):  # left by writers that were killed (pid gone)
+        pid = path.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(str(path), ignore_errors=True)
+            except PermissionError:
+                pass  # alive, another user's
     tmp = root / ("%s%s-%d" % (TMP_PREFIX, name, os.getpid()))
     shutil.rmtree(str(tmp), ignore_errors=True)  # this writer's own leftover, if any
     tmp.mkdir()

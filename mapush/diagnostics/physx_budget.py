@@ -98,21 +98,6 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def override_multiplier() -> Optional[float]:
-    """``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` as a positive float, None when unset."""
-    raw = os.environ.get(MULTIPLIER_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (value > 0 and math.isfinite(value)):
-        raise UsageError("%s=%r is not a positive finite number (unset it to let mapush size the "
-                         "PhysX contact buffer, or use e.g. 1)" % (MULTIPLIER_ENV, raw))
-    return value
-
-
 @dataclass
 class ContactBudget:
     """The chosen ``max_gpu_contact_pairs`` and what it costs."""
@@ -170,11 +155,19 @@ def override_budget(num_envs: int, multiplier: float, bodies: TaskBodies,
 
 
 def plan(num_envs: int, free_bytes: Optional[int], bodies: TaskBodies) -> ContactBudget:
-    """The override when set, else the budget."""
-    multiplier = override_multiplier()
-    if multiplier is not None:
-        return override_budget(num_envs, multiplier, bodies, free_bytes)
-    return choose_contact_pairs(num_envs, free_bytes, bodies)
+    """The override (``MAPUSH_CONTACT_PAIRS_MULTIPLIER``, a positive number) when set, else
+    the budget."""
+    raw = os.environ.get(MULTIPLIER_ENV, "").strip()
+    if not raw:
+        return choose_contact_pairs(num_envs, free_bytes, bodies)
+    try:
+        multiplier = float(raw)
+    except ValueError:
+        multiplier = -1.0
+    if not (multiplier > 0 and math.isfinite(multiplier)):
+        raise UsageError("%s=%r is not a positive finite number (unset it to let mapush size the "
+                         "PhysX contact buffer, or use e.g. 1)" % (MULTIPLIER_ENV, raw))
+    return override_budget(num_envs, multiplier, bodies, free_bytes)
 
 
 def run_memory_mb(num_envs: int, budget: ContactBudget) -> float:

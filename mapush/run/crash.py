@@ -10,7 +10,6 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
 
 from mapush.proc import signal_name
 from mapush.common.phases import read_phases
@@ -69,27 +68,12 @@ _SIGKILL_CAUSE = ("killed with SIGKILL: the host's OOM killer (out of host memor
                   "stop_grace_period in compose")
 
 
-def last_phase(run_dir: Path) -> str:
-    return (read_phases(str(Path(run_dir) / PHASE_LOG)) or ["start"])[-1]
-
-
-def _budget_note(run_dir: Path) -> Optional[str]:
-    try:
-        budget = json.loads((Path(run_dir) / BUDGET_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    free = budget.get("free_bytes")
-    return ("the child chose max_gpu_contact_pairs=%s (%.0f MiB, %s) with %s free on %s"
-            % (budget.get("pairs"), budget.get("bytes", 0) / 1048576.0, budget.get("source"),
-               "%.0f MiB" % (free / 1048576.0) if free else "unknown memory",
-               budget.get("device")))
-
-
 def report_crash(spec: RunSpec, signum: int) -> int:
     """Print the diagnosis of a child killed by ``signum``; return the exit status
     (128 + signum). The last line on stderr is the one-line diagnosis."""
     run_dir = Path(spec.run_dir)
-    phase = last_phase(run_dir)
+    reached = read_phases(str(run_dir / PHASE_LOG))
+    phase = (reached or ["start"])[-1]
     name = signal_name(signum)
     try:
         free = free_mb_now(spec.sim_device)
@@ -105,14 +89,19 @@ def report_crash(spec: RunSpec, signum: int) -> int:
     print("", file=err)
     print("mapush: the training process died from %s in phase '%s'" % (name, phase), file=err)
     print("mapush: %s" % free_text, file=err)
-    note = _budget_note(run_dir)
-    if note:
-        print("mapush: %s" % note, file=err)
+    try:
+        budget = json.loads((run_dir / BUDGET_FILE).read_text())
+        print("mapush: the child chose max_gpu_contact_pairs=%s (%.0f MiB, %s) with %s free on %s"
+              % (budget.get("pairs"), budget.get("bytes", 0) / 1048576.0, budget.get("source"),
+                 "%.0f MiB" % (budget["free_bytes"] / 1048576.0) if budget.get("free_bytes")
+                 else "unknown memory", budget.get("device")), file=err)
+    except (OSError, ValueError):
+        pass  # no budget recorded: the sim never sized one
     print("mapush: likely causes, most likely first:", file=err)
     for number, (cause, fix) in enumerate(causes, 1):
         print("  %d. %s\n     fix: %s" % (number, cause, fix), file=err)
-    print("mapush: phases reached: %s (%s)" % (", ".join(read_phases(str(run_dir / PHASE_LOG)))
-                                              or "none", run_dir / PHASE_LOG), file=err)
+    print("mapush: phases reached: %s (%s)" % (", ".join(reached) or "none",
+                                              run_dir / PHASE_LOG), file=err)
     print("error: training died from %s in phase %s (%s); most likely %s: %s"
           % (name, phase, free_text, causes[0][0], causes[0][1]), file=err, flush=True)
     return 128 + signum

@@ -15,26 +15,6 @@ from typing import Any, Callable, List, Optional, TextIO, Tuple
 LogScalar = Callable[[str, float, int], Any]
 MB = 1024.0 * 1024.0
 OVERRIDE_ENV = "MAPUSH_WATCHDOG"
-_KNOBS = ("every", "warmup", "window", "threshold_mb", "min_positive")
-
-
-def env_overrides() -> dict:
-    """``MAPUSH_WATCHDOG="every=1,warmup=2,window=4,threshold_mb=16"``: tune the watchdog of a
-    run without code changes (short test runs, or a noisier machine). Unknown keys are
-    ignored with a warning."""
-    out = {}
-    for part in os.environ.get(OVERRIDE_ENV, "").split(","):
-        key, _, value = part.strip().partition("=")
-        if not key:
-            continue
-        try:
-            if key not in _KNOBS:
-                raise ValueError(key)
-            out[key] = float(value)
-        except ValueError:
-            print("warning: %s: ignoring %r (knobs: %s)" % (OVERRIDE_ENV, part, ", ".join(_KNOBS)),
-                  file=sys.stderr)
-    return out
 
 
 def host_rss_mb() -> float:
@@ -72,7 +52,19 @@ class MemoryWatchdog(object):
                  sampler: Optional[Callable[[], dict]] = None) -> None:
         knobs = dict(every=every, warmup=warmup, window=window, threshold_mb=threshold_mb,
                      min_positive=min_positive)
-        knobs.update(env_overrides())  # MAPUSH_WATCHDOG wins
+        # MAPUSH_WATCHDOG="every=1,warmup=2,window=4,threshold_mb=16" wins: the watchdog of a
+        # run tuned without code changes (short test runs, a noisier machine)
+        for part in os.environ.get(OVERRIDE_ENV, "").split(","):
+            key, _, value = part.strip().partition("=")
+            if not key:
+                continue
+            try:
+                if key not in knobs:
+                    raise ValueError(key)
+                knobs[key] = float(value)
+            except ValueError:
+                print("warning: %s: ignoring %r (knobs: %s)"
+                      % (OVERRIDE_ENV, part, ", ".join(knobs)), file=sys.stderr)
         self.device, self.log_scalar = device, log_scalar
         self.every = max(1, int(knobs["every"]))
         self.warmup = max(0, int(knobs["warmup"]))
