@@ -180,12 +180,6 @@ class Sweep(object):
         return 0
 
     # -- local ----------------------------------------------------------------------------
-    def runner(self) -> List[str]:
-        raw = self.args.runner or os.environ.get("MAPUSH_SWEEP_RUNNER")
-        if raw:
-            return shlex.split(raw)
-        return [sys.executable, "-m", "mapush"]
-
     def run_local(self) -> int:
         gpus = parse_list("--gpus", self.args.gpus, int) if self.args.gpus else visible_gpus()
         shown = visible_gpus() if self.args.gpus else gpus
@@ -202,6 +196,8 @@ class Sweep(object):
             if cell["state"] == "done":
                 print("mapush sweep: %s: done, skipped" % cell["name"], file=sys.stderr)
         free = list(gpus)
+        raw = self.args.runner or os.environ.get("MAPUSH_SWEEP_RUNNER")
+        runner = shlex.split(raw) if raw else [sys.executable, "-m", "mapush"]
         running = {}  # type: Dict[int, Any]
 
         sup = Supervisor("mapush sweep", "every running cell stops with a checkpoint; run the "
@@ -213,7 +209,7 @@ class Sweep(object):
                     gpu, cell = free.pop(0), todo.pop(0)
                     argv = self.train_args(cell)
                     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu), GPU=str(gpu))
-                    command = [part.replace("{gpu}", str(gpu)) for part in self.runner()] + argv
+                    command = [part.replace("{gpu}", str(gpu)) for part in runner] + argv
                     print("mapush sweep: %s on GPU %d: %s" % (cell["name"], gpu,
                                                             " ".join(command)),
                           file=sys.stderr, flush=True)

@@ -34,21 +34,6 @@ STATE_TYPES = ("EP", "FP")
 TEAM_REWARDS = ("mean", "sum")
 
 
-def spec_from_env_args(env_args: Dict[str, Any]) -> RunSpec:
-    """The run spec the trainer put in ``env_args["spec"]``; without one (HARL's own
-    ``examples/train.py --env mapush``), a spec from the plain env keys."""
-    n_threads = int(env_args.get("n_threads", 1))
-    if env_args.get("spec"):
-        spec = RunSpec.from_dict(dict(env_args["spec"]))
-        return spec.with_changes(num_envs=n_threads) if spec.num_envs != n_threads else spec
-    return RunSpec(algo=str(env_args.get("algo", by_library("harl").algos[0])),
-                   task=str(env_args.get("task", "go1push_mid")),
-                   object=str(env_args.get("object", "cuboid")), num_envs=n_threads, steps=0,
-                   seed=int(env_args.get("seed", 1)), run_dir=".",
-                   sim_device=str(env_args.get("sim_device", "cuda:0")),
-                   rl_device=str(env_args.get("rl_device", "cuda:0")))
-
-
 def _box(low: float, high: float, dim: int) -> spaces.Box:
     return spaces.Box(low=low, high=high, shape=(int(dim),), dtype=np.float32)
 
@@ -66,9 +51,20 @@ class MAPushHARLEnv(object):
         if self.team_reward_kind not in TEAM_REWARDS:
             raise ValueError("team_reward %r: use %s" % (self.team_reward_kind,
                                                          " or ".join(TEAM_REWARDS)))
-        if env is None:
-            spec = spec_from_env_args(self.env_args)
-            env, _cfg = make_env(spec, num_envs=spec.num_envs)  # else: a ready env (tests)
+        if env is None:  # else: a ready env (tests)
+            # the run spec the trainer put in env_args["spec"]; without one (HARL's own
+            # examples/train.py --env mapush), a spec from the plain env keys
+            given, n_threads = self.env_args.get, int(self.env_args.get("n_threads", 1))
+            if given("spec"):
+                spec = RunSpec.from_dict(dict(given("spec"))).with_changes(num_envs=n_threads)
+            else:
+                spec = RunSpec(algo=str(given("algo", by_library("harl").algos[0])),
+                               task=str(given("task", "go1push_mid")),
+                               object=str(given("object", "cuboid")), num_envs=n_threads,
+                               steps=0, seed=int(given("seed", 1)), run_dir=".",
+                               sim_device=str(given("sim_device", "cuda:0")),
+                               rl_device=str(given("rl_device", "cuda:0")))
+            env, _cfg = make_env(spec, num_envs=spec.num_envs)
         self.env = env
         self.device = torch.device(str(env.device))
         # train.device_rollout (patches/harl/05): tensors on the policy's device instead of

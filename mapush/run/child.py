@@ -46,33 +46,29 @@ def main() -> None:
     # trainer sees the flag at its first poll and leaves with a checkpoint).
     stop = StopFlag()
     with stop_signals(stop.handle):  # the process leaves by os._exit inside
-        _main(stop)
-
-
-def _main(stop: StopFlag) -> None:
-    if len(sys.argv) != 2:
-        print("usage: python -m mapush.run.child CONFIG_JSON", file=sys.stderr)
-        leave(2)
-    try:
-        code = run(sys.argv[1], stop)
-    except MapushError as exc:
-        print("error: %s" % exc, file=sys.stderr)
-        # leave while the exception still holds the frames: torch 1.13's zip writer, left
-        # behind by a failed torch.save, aborts the process from its destructor
-        leave(exc.exit_code)
-    except OSError as exc:
-        if exc.errno not in DISK_FULL:
-            raise
-        print("error: disk full (%s) while writing %s: checkpoints and config.json are "
-              "written whole or not at all, so the newest complete checkpoint is intact; free "
-              "space, then resume with --resume" % (exc.strerror, exc.filename or "a file"),
-              file=sys.stderr)
-        leave(1)
-    except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
-        traceback.print_exc()
-        print(diagnose_exception(exc), file=sys.stderr)
-        code = 1
-    leave(code)
+        if len(sys.argv) != 2:
+            print("usage: python -m mapush.run.child CONFIG_JSON", file=sys.stderr)
+            leave(2)
+        try:
+            code = run(sys.argv[1], stop)
+        except MapushError as exc:
+            print("error: %s" % exc, file=sys.stderr)
+            # leave while the exception still holds the frames: torch 1.13's zip writer, left
+            # behind by a failed torch.save, aborts the process from its destructor
+            leave(exc.exit_code)
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            print("error: disk full (%s) while writing %s: checkpoints and config.json are "
+                  "written whole or not at all, so the newest complete checkpoint is intact; "
+                  "free space, then resume with --resume"
+                  % (exc.strerror, exc.filename or "a file"), file=sys.stderr)
+            leave(1)
+        except BaseException as exc:  # noqa: BLE001 - the last line must be the diagnosis
+            traceback.print_exc()
+            print(diagnose_exception(exc), file=sys.stderr)
+            code = 1
+        leave(code)
 
 
 if __name__ == "__main__":
