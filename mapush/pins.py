@@ -6,12 +6,22 @@ file itself, so a ``mapush`` installed anywhere records every pin in its runs' c
 """
 import os
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 PINS_FILE = "pins.env"
 _PACKAGED = Path(__file__).resolve().parent / PINS_FILE
 # Where the image installs env/ (see docker/Dockerfile).
 _IMAGE_ENV = Path("/opt/mapush-env/env")
+
+
+def pins_path() -> Optional[Path]:
+    """$MAPUSH_ENV_DIR/pins.env when set, else the packaged copy, else the image's."""
+    override = os.environ.get("MAPUSH_ENV_DIR")
+    candidates = [Path(override) / PINS_FILE] if override else []
+    for candidate in candidates + [_PACKAGED, _IMAGE_ENV / PINS_FILE]:
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def parse_pins(text: str) -> Dict[str, str]:
@@ -29,11 +39,8 @@ def parse_pins(text: str) -> Dict[str, str]:
 
 
 def load_pins() -> Dict[str, str]:
-    """All pins of $MAPUSH_ENV_DIR/pins.env when set, else of the packaged copy, else of the
-    image's; an empty dict when no pins file can be found."""
-    override = os.environ.get("MAPUSH_ENV_DIR")
-    candidates = [Path(override) / PINS_FILE] if override else []
-    for candidate in candidates + [_PACKAGED, _IMAGE_ENV / PINS_FILE]:
-        if candidate.is_file():
-            return parse_pins(candidate.read_text())
-    return {}
+    """All pins, or an empty dict when no pins file can be found."""
+    path = pins_path()
+    if path is None:
+        return {}
+    return parse_pins(path.read_text())
