@@ -357,6 +357,12 @@ def test_selfcheck_on_real_patched_openrl_and_harl(upstream, tmp_path):
     patched.write_text("edited by hand\n")
     proc = _selfcheck(env)
     assert "mqe/base_task.py differs from the patched file recorded" in proc.stderr
+    other = tmp_path / "env"  # pins that differ from those the package ships: the file named
+    other.mkdir()
+    (other / "pins.env").write_text("MAPUSH_COMMIT=elsewhere\n")
+    proc = _selfcheck(dict(env, MAPUSH_ENV_DIR=str(other)))
+    assert "error: check_run_record: AssertionError: " in proc.stderr and \
+        "pins.env differs from %s" % (other / "pins.env") in proc.stderr, proc.stderr
 
 
 def test_image_scripts_run_on_the_images_python():
