@@ -19,19 +19,12 @@ NO_RENDER_FIX = ("record on a workstation GPU (RTX/Quadro class, with display en
                  "here, copy the run and run 'mapush eval --checkpoint RUN --video' there")
 
 
-def icd_files() -> List[Path]:
-    """The Vulkan ICD files this process would load (the loader's variables win)."""
-    for name in ICD_ENV:
-        value = os.environ.get(name)
-        if value:
-            return [Path(p) for p in value.split(os.pathsep) if p]
-    return [Path(p) for p in ICD_PATHS]
-
-
 def problems(in_container: bool) -> List[Tuple[str, str]]:
     """``(what is wrong, the fix)`` for each missing piece of rendering support."""
     found = []
-    files = icd_files()
+    # the Vulkan ICD files this process would load (the loader's variables win)
+    given = next((os.environ[name] for name in ICD_ENV if os.environ.get(name)), "")
+    files = [Path(p) for p in (given.split(os.pathsep) if given else ICD_PATHS) if p]
     if not any(f.is_file() for f in files):
         found.append(("no NVIDIA Vulkan ICD (%s)" % ", ".join(str(f) for f in files),
                       "use the image (it installs isaacgym/docker/nvidia_icd.json from the "
@@ -50,7 +43,5 @@ def problems(in_container: bool) -> List[Tuple[str, str]]:
 
 def datacenter_gpu(names: List[str]) -> Optional[str]:
     """The first GPU name of a kind whose rendering MAPush's README warns about."""
-    for name in names:
-        if any(model in name.upper() for model in DATACENTER):
-            return name
-    return None
+    return next((name for name in names if any(model in name.upper() for model in DATACENTER)),
+                None)
