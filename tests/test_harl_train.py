@@ -304,6 +304,23 @@ def test_bad_harl_config_is_one_error_line(upstream, tmp_path, override, steps, 
     assert not (run_dir / "checkpoints").exists()
 
 
+def test_the_parent_checks_a_harl_config_without_the_training_stack(tmp_path):
+    """Before it starts the child, mapush train checks the config's keys, values and steps:
+    for HARL's algorithms without importing torch, gym or HARL (the child's to import)."""
+    probe = ("import sys\n"
+             "from mapush.run.train import check_spec\n"
+             "from mapush.spec import RunSpec\n"
+             "check_spec(RunSpec(algo='mappo', task='go1push_mid', object='cuboid', num_envs=2, "
+             "steps=1000, seed=1, run_dir=sys.argv[1]), None)\n"
+             "print('loaded:', *[m for m in ('torch', 'gym', 'numpy', 'harl') "
+             "if m in sys.modules])\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "run")],
+                          env=double_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "loaded:", proc.stdout
+
+
 def test_missing_harl_is_named_with_the_fix(tmp_path):
     config = small_config(tmp_path, "c.yaml", 20)
     # the preflight would stop this first (no patch records): skip it to reach the trainer.

@@ -22,16 +22,7 @@ from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, 
 from mapush.sim import make_env
 from mapush.spec import RunSpec
 from mapush.trainers import by_library
-
-STATE_TYPES = ("EP", "FP")
-# How the EP critic's team reward is made from the per-agent rewards (env.team_reward).
-# MQE's rewards differ per agent (go1_push_mid_wrapper.py:308-391: approach, collision and
-# OCB terms per robot); HARL's EP runner gave its one critic agent 0's reward
-# (harl/runners/on_policy_base_runner.py:453 at the pin) until patches/harl/03. "mean" is
-# the default: the team's value on the same scale as one agent's reward, whatever the
-# number of robots (2 or 3), so the value targets, ValueNorm and learning rates tuned for
-# one agent's reward carry over; "sum" is the team return of cooperative MARL.
-TEAM_REWARDS = ("mean", "sum")
+from mapush.trainers.harl_trainer import STATE_TYPES, TEAM_REWARDS
 
 
 def _box(low: float, high: float, dim: int) -> spaces.Box:

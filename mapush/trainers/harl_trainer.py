@@ -39,6 +39,17 @@ RUNNERS = {
     "hatrpo": ("harl.runners.on_policy_ha_runner", "OnPolicyHARunner"),
     "mappo": ("harl.runners.on_policy_ma_runner", "OnPolicyMARunner"),
 }
+# env.state_type: the centralised critic's input (mapush.envs.harl_env), checked here so that
+# the parent checks a config without importing the env (torch, gym).
+STATE_TYPES = ("EP", "FP")
+# How the EP critic's team reward is made from the per-agent rewards (env.team_reward).
+# MQE's rewards differ per agent (go1_push_mid_wrapper.py:308-391: approach, collision and
+# OCB terms per robot); HARL's EP runner gave its one critic agent 0's reward
+# (harl/runners/on_policy_base_runner.py:453 at the pin) until patches/harl/03. "mean" is
+# the default: the team's value on the same scale as one agent's reward, whatever the
+# number of robots (2 or 3), so the value targets, ValueNorm and learning rates tuned for
+# one agent's reward carry over; "sum" is the team return of cooperative MARL.
+TEAM_REWARDS = ("mean", "sum")
 
 
 # --------------------------------------------------------------------------- config
@@ -90,8 +101,6 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     config["train"].update(n_rollout_threads=int(spec.num_envs),
                            num_env_steps=int(spec.steps), model_dir=None)
     config["logger"]["log_dir"] = str(spec.run_dir)
-    from mapush.envs.harl_env import STATE_TYPES, TEAM_REWARDS
-
     for key, choices in (("state_type", STATE_TYPES), ("team_reward", TEAM_REWARDS)):
         value = config.get("env", {}).get(key)
         if value not in choices:
