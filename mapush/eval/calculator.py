@@ -151,7 +151,7 @@ def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     policy = trainers.load(spec.algo).load_policy(checkpoint, env, spec)
     if spec.task == UPPER:
         # As upstream evaluates the hierarchy: its test.py plans with RRT on its 4th reset,
-        # the one right before the calculator (test.py:107,113,131-132; ppo_net.py:67,
+        # the one right before the calculator (test.py:107,113,132-133; ppo_net.py:67,
         # rl_agent.py:183), by the switch of patches/mapush/04. Training never plans.
         env.rrt_planning = True
     if video:
