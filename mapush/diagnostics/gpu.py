@@ -166,8 +166,8 @@ def gather(timeout: float = 120.0) -> GpuFacts:
         facts.source = "fake:%s" % fake
         return facts
     rows, smi_error = nvidia_smi_query()
-    code, out, err = _run([sys.executable, "-c", _TORCH_PROBE] + (["--free"] if rows is None
-                                                                  else []), timeout)
+    probe_argv = [sys.executable, "-c", _TORCH_PROBE] + (["--free"] if rows is None else [])
+    code, out, err = _run(probe_argv, timeout)
     try:
         probe = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):

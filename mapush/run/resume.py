@@ -75,9 +75,9 @@ def recorded_spec(record: Dict[str, Any], run_dir: Path) -> RunSpec:
 
 
 def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict[str, Any],
-                         run_dir: Path) -> None:
-    """Every identity option given with ``--resume`` must equal the record."""
-    spec = recorded_spec(record, run_dir)
+                         spec: RunSpec, run_dir: Path) -> None:
+    """Every identity option given with ``--resume`` must equal the record (``spec``: its
+    :func:`recorded_spec`)."""
     plain = {"--algo": "algo", "--task": "task", "--num-envs": "num_envs", "--seed": "seed",
              "--object": "object"}
     for option, field in plain.items():
@@ -113,12 +113,11 @@ def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dic
     run_dir, checkpoint, _meta = resolve_resume(args.resume)
     try:
         record = json.loads((Path(run_dir) / RUN_CONFIG).read_text())
-        RunSpec.from_dict(record["spec"])
+        spec = recorded_spec(record, run_dir)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError("--resume %s: cannot read the run's %s (%s): it is not a run of "
                          "mapush train" % (run_dir, RUN_CONFIG, exc))
-    check_against_record(args, given, record, run_dir)
-    spec = recorded_spec(record, run_dir)
+    check_against_record(args, given, record, spec, run_dir)
     for path, what in ((spec.config, "--config copy"), (spec.object_config, "object config")):
         if path and not Path(path).is_file():
             raise UsageError("--resume %s: the run's %s %s is gone: the run cannot continue "
