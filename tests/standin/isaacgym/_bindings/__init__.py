@@ -1,0 +1,1 @@
+"""Stand-in for Isaac Gym's ``_bindings`` package (tests only)."""

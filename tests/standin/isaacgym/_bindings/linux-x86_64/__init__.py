@@ -1,0 +1,1 @@
+"""Stand-in for Isaac Gym's compiled bindings folder (tests only)."""
