@@ -23,6 +23,7 @@ from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, UPPER_MID_OBS_DIM, \
+    UPPER_OBJECT, \
     RunSpec, check_upper_object, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -373,6 +374,15 @@ def resolve_command_net(given: Optional[str]) -> str:
         raise UsageError("--command-net %s takes %d-dim observations; the high level feeds it "
                          "%d-dim ones (2 robots: target, box and the other robot); train it on "
                          "cuboid or Tblock" % (target, dim, UPPER_MID_OBS_DIM))
+    try:  # the object its run recorded (a bare module file, as the published net, has none)
+        trained_on = describe(checkpoint)["object"]  # type: Optional[str]
+    except UsageError:
+        trained_on = None
+    if trained_on is not None and trained_on != UPPER_OBJECT:
+        raise UsageError("--command-net %s was trained on %s; the high level pushes MQE's 1.2 x "
+                         "1.2 box (go1_push_upper_config.py:20), the %s: pass a %s mid-level "
+                         "policy, e.g. a run of `mapush train --object %s`"
+                         % (target, trained_on, UPPER_OBJECT, UPPER_OBJECT, UPPER_OBJECT))
     return str(module_path(checkpoint).resolve())
 
 

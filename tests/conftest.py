@@ -15,6 +15,11 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DOUBLES = REPO / "tests" / "doubles"
 DOUBLE_ROOT = DOUBLES / "mapush_root"
+STANDIN = REPO / "tests" / "standin"
+# MAPush at the pin for the real-MQE tests: MAPUSH_SRC, else (make test) the tree it fetched.
+MAPUSH_SRC = os.environ.get("MAPUSH_SRC") or None
+NO_SRC = ("MAPUSH_SRC is not set and MAPush could not be fetched at the pin (%s): no MAPush "
+          "tree for the real-MQE tests" % os.environ.get("MAPUSH_SRC_MISSING", "no network"))
 
 
 def pytest_report_header(config):
@@ -37,6 +42,60 @@ def upstream(tmp_path_factory):
     from tests.upstream import build_patched_site
 
     return build_patched_site(tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture(scope="session")
+def real_mqe(upstream, tmp_path_factory):
+    """MAPush's real tree, prepared as the image prepares it (``tests/standin/prepare_tree.py``:
+    copied, patched, the missing locomotion body stood in), run over the Isaac Gym stand-in.
+    ``{"tree": the tree, "records": patch records of openrl, harl and mapush}``; skipped,
+    with the reason, where no MAPush tree is at hand."""
+    if not MAPUSH_SRC:
+        pytest.skip(NO_SRC)
+    sys.path.insert(0, str(STANDIN))
+    try:
+        from prepare_tree import prepare
+    finally:
+        sys.path.remove(str(STANDIN))
+    tree = Path(prepare(MAPUSH_SRC, str(tmp_path_factory.mktemp("mapush") / "MAPush")))
+    records = tmp_path_factory.mktemp("records")
+    for record in list(Path(upstream["records"]).glob("*.json")) + \
+            list((tree / ".mapush-patches").glob("*.json")):
+        (records / record.name).write_bytes(record.read_bytes())
+    return {"tree": tree, "records": records, "site": upstream["site"]}
+
+
+def real_env(real, **extra):
+    """Environment for a subprocess that runs the product over real MQE and the Isaac Gym
+    stand-in, on the CPU (the contract of tests/standin/prepare_tree.py)."""
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": os.pathsep.join(str(p) for p in (real["site"], STANDIN, real["tree"],
+                                                       REPO)),
+        "MAPUSH_ROOT": str(real["tree"]),
+        "MAPUSH_PATCH_RECORDS": str(real["records"]),
+        "PYTHONUNBUFFERED": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        # MQE's torch.load of the command net (go1_push_upper_wrapper.py:127) passes no
+        # weights_only; torch >= 2.6 (this venv's) defaults it to True, the image's 1.13 and
+        # the cu121 stack's 2.3 to False. Only the tests' newer torch needs this.
+        "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
+    })
+    env.pop("MQE_DOUBLE_LOG", None)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The count of real-MQE tests by outcome (CI's log shows it)."""
+    counts = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if "real_mqe" in getattr(report, "keywords", {}) and \
+                    (report.when == "call" or outcome in ("skipped", "error")):
+                counts[outcome] = counts.get(outcome, 0) + 1
+    terminalreporter.write_line("real_mqe: %s" % (", ".join(
+        "%d %s" % (n, k) for k, n in sorted(counts.items())) or "none ran"))
 
 
 def double_env(upstream=None, **extra):

@@ -77,9 +77,6 @@ def prepare(src, dest, pristine=False):
     try:
         tree = os.path.join(work, "tree")
         shutil.copytree(src, tree, ignore=shutil.ignore_patterns(".git", "__pycache__"))
-        if not pristine:
-            subprocess.run([sys.executable, os.path.join(REPO, "patches", "apply"), "mapush",
-                            tree], check=True, stdout=subprocess.DEVNULL)
         stood_in = {}
         body = os.path.join(tree, BODY)
         if not os.path.isfile(body) or os.path.getsize(body) < 1024:
@@ -87,14 +84,23 @@ def prepare(src, dest, pristine=False):
             stood_in[BODY] = ("a seeded TorchScript MLP 2102-512-256-128-12 with ELU, the "
                               "interface of walk-these-ways' body (tests/standin/"
                               "prepare_tree.py); the snapshot lacks the real one")
-        with open(os.path.join(tree, MARK), "w") as handle:
-            json.dump({"source": os.path.abspath(src), "patched": not pristine,
-                       "stood_in": stood_in,
-                       "sha256": {rel: sha256(os.path.join(tree, rel)) for rel in stood_in}},
-                      handle, indent=1)
         os.replace(tree, dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    try:
+        # in place, so that the patch record names the tree the runs read
+        if not pristine:
+            subprocess.run([sys.executable, os.path.join(REPO, "patches", "apply"), "mapush",
+                            dest], check=True, stdout=subprocess.DEVNULL)
+        with open(mark + ".tmp", "w") as handle:
+            json.dump({"source": os.path.abspath(src), "patched": not pristine,
+                       "stood_in": stood_in,
+                       "sha256": {rel: sha256(os.path.join(dest, rel)) for rel in stood_in}},
+                      handle, indent=1)
+        os.replace(mark + ".tmp", mark)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
     return dest
 
 

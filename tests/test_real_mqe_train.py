@@ -1,0 +1,155 @@
+"""``mapush train`` over MAPush's real MQE (its envs, wrappers and our patches), with Isaac
+Gym stood in (tests/standin), on the CPU: PPO and HAPPO/MAPPO/HATRPO on the cuboid, the
+T-block and the 3-robot cylinder, stop and resume, and the high level with the published
+command net. Rollouts are shortened with ``--config`` so a run is seconds; what the
+stand-in cannot give (PhysX's contacts, so any success) is not asserted."""
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import one_error, real_env, run_mapush
+
+pytestmark = pytest.mark.real_mqe
+
+NUM_ENVS = 4
+AGENTS = {"cuboid": 2, "Tblock": 2, "cylinder": 3}  # task/<object>/config.py: num_agents
+
+
+def ppo_config(tmp, episode_length=20):
+    path = tmp / "ppo.yaml"
+    path.write_text("episode_length: %d\nppo_epoch: 1\n" % episode_length)
+    return path
+
+
+def harl_config(tmp, episode_length=10):
+    path = tmp / "harl.yaml"
+    path.write_text(yaml.safe_dump({"train": {"episode_length": episode_length,
+                                              "log_interval": 1},
+                                    "device": {"torch_threads": 1}}))
+    return path
+
+
+def train(real, tmp, algo, obj, steps, config, *extra, **env):
+    run = tmp / ("%s-%s" % (algo, obj))
+    args = ["train", "--algo", algo, "--object", obj, "--sim-device", "cpu", "--rl-device",
+            "cpu", "--num-envs", NUM_ENVS, "--steps", steps, "--seed", 5, "--run-dir", run,
+            "--config", config] + list(extra)
+    return run, run_mapush(args, real_env(real, **env), cwd=tmp, timeout=300)
+
+
+def checkpoint_metas(run):
+    return sorted((json.loads(p.read_text()) for p in (run / "checkpoints").glob("*/meta.json")),
+                  key=lambda m: m["step"])
+
+
+def recorded(run):
+    return json.loads((run / "config.json").read_text())
+
+
+@pytest.mark.parametrize("obj", ["cuboid", "Tblock", "cylinder"])
+def test_ppo_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj):
+    steps = NUM_ENVS * 20 * 2
+    run, proc = train(real_mqe, tmp_path, "ppo", obj, steps, ppo_config(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metas = checkpoint_metas(run)
+    assert metas and metas[-1]["step"] == steps
+    spec = recorded(run)["spec"]
+    assert (spec["object"], spec["algo"]) == (obj, "ppo")
+    # MQE's own wrapper built the env: each agent observes 2 + 3 * agents numbers
+    # (go1_push_mid_wrapper.py), and the policy took that many inputs
+    probe = ("import sys\nfrom mapush.checkpoints.policy import input_dim\n"
+             "print(input_dim(sys.argv[1]))\n")
+    newest = sorted((run / "checkpoints").iterdir())[-1]
+    out = subprocess.run([sys.executable, "-c", probe, str(newest)], capture_output=True,
+                         text=True, env=real_env(real_mqe), timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == 2 + 3 * AGENTS[obj]
+    # the run's record names MAPush's patches as applied to the tree it ran
+    patched = {p["component"]: p for p in recorded(run)["provenance"]["patches"]}
+    assert Path(patched["mapush"]["dir"]) == real_mqe["tree"]
+
+
+@pytest.mark.parametrize("algo,obj", [("happo", "cuboid"), ("mappo", "Tblock"),
+                                      ("hatrpo", "cylinder"), ("happo", "cylinder"),
+                                      ("mappo", "cuboid"), ("hatrpo", "Tblock")])
+def test_harl_trains_each_object_over_real_mqe(real_mqe, tmp_path, algo, obj):
+    steps = NUM_ENVS * 10 * 2
+    run, proc = train(real_mqe, tmp_path, algo, obj, steps, harl_config(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metas = checkpoint_metas(run)
+    assert metas and metas[-1]["step"] == steps and metas[-1]["algo"] == algo
+    newest = sorted((run / "checkpoints").iterdir())[-1]
+    actors = sorted(p.name for p in newest.glob("actor_agent*.pt"))
+    # HARL saves one actor per robot that MQE's wrapper reports (MAPPO's are one shared
+    # network, saved once per agent)
+    assert len(actors) == AGENTS[obj], sorted(p.name for p in newest.iterdir())
+
+
+def test_ppo_stops_and_resumes_over_real_mqe(real_mqe, tmp_path):
+    config = ppo_config(tmp_path, episode_length=10)
+    per_update = NUM_ENVS * 10
+    run = tmp_path / "run"
+    args = ["train", "--algo", "ppo", "--object", "cuboid", "--sim-device", "cpu",
+            "--rl-device", "cpu", "--num-envs", NUM_ENVS, "--steps", per_update * 400,
+            "--checkpoint-interval", per_update, "--seed", 5, "--run-dir", run,
+            "--config", config]
+    proc = subprocess.Popen([sys.executable, "-m", "mapush"] + [str(a) for a in args],
+                            env=real_env(real_mqe), cwd=str(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list((run / "checkpoints").glob("*/meta.json"))
+                                         if (run / "checkpoints").is_dir() else []) < 2:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 or "stopped" in err, err[-3000:]
+    stopped_at = checkpoint_metas(run)[-1]["step"]
+    assert 0 < stopped_at < per_update * 400
+    target = stopped_at + 2 * per_update
+    resumed = run_mapush(["train", "--resume", run, "--steps", target],
+                         real_env(real_mqe), cwd=tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    steps = [m["step"] for m in checkpoint_metas(run)]
+    assert steps[-1] == target and stopped_at in steps
+    record = recorded(run)
+    assert record["spec"]["steps"] == target and len(record.get("resumes", [])) == 1
+
+
+def test_upper_trains_with_the_published_command_net_over_real_mqe(real_mqe, tmp_path):
+    command_net = real_mqe["tree"] / "resources" / "command_nets" / "1.2x1.2.pt"
+    run = tmp_path / "upper"
+    steps = NUM_ENVS * 5 * 2
+    proc = run_mapush(["train", "--task", "go1push_upper", "--algo", "ppo", "--sim-device",
+                       "cpu", "--rl-device", "cpu", "--num-envs", NUM_ENVS, "--steps", steps,
+                       "--seed", 2, "--run-dir", run, "--command-net", command_net,
+                       "--config", ppo_config(tmp_path, episode_length=5)],
+                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    spec = recorded(run)["spec"]
+    assert spec["task"] == "go1push_upper"
+    assert Path(spec["command_net"]) == command_net.resolve()
+    assert checkpoint_metas(run)[-1]["step"] == steps
+    # training never plans with RRT (patches/mapush/04: only evaluation asks)
+    assert "RRT: planned" not in proc.stderr
+
+
+def test_command_net_of_another_object_is_refused_for_the_upper_task(real_mqe, tmp_path):
+    """The upper task pushes MQE's 1.2 x 1.2 box: a T-block policy is refused, in one line."""
+    run, proc = train(real_mqe, tmp_path, "ppo", "Tblock", NUM_ENVS * 20,
+                      ppo_config(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    module = next((run / "checkpoints").glob("*/module.pt"))
+    upper = tmp_path / "upper"
+    refused = run_mapush(["train", "--task", "go1push_upper", "--algo", "ppo",
+                          "--sim-device", "cpu", "--rl-device", "cpu", "--num-envs", 4,
+                          "--steps", 100, "--run-dir", upper, "--command-net", module],
+                         real_env(real_mqe), cwd=tmp_path)
+    line = one_error(refused)
+    assert "Tblock" in line and "cuboid" in line, line
+    assert not upper.exists()
