@@ -1,0 +1,170 @@
+"""``mapush eval``, ``reproduce``, ``video``, ``report`` and ``pipeline`` over MAPush's real
+MQE, with Isaac Gym stood in (tests/standin), on the CPU: our checkpoints, the authors'
+three published ones (their object inferred), the high level's published policy planned
+with RRT through the real wrapper's own reset sequence, and the four-stage pipeline.
+
+The stand-in's physics moves no box (no contacts), so no env succeeds: success rates are 0
+and the collision degrees, which MQE averages over successful envs, are reported as null.
+What is asserted is what MQE's own code decides: episodes, time-outs, planning, the keys."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import real_env, run_mapush
+
+pytestmark = pytest.mark.real_mqe
+
+CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
+NUM_ENVS = 2
+METRICS = ("success_rate", "finished_time", "collision_degree", "collaboration_degree",
+           "obstacle_collision_degree")
+
+
+def last_json(stdout):
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def mid_episode_s(tree, obj):
+    """The object's episode length in seconds, read from its config as MQE reads it."""
+    text = (tree / "task" / obj / "config.py").read_text()
+    line = next(l for l in text.splitlines() if l.strip().startswith("episode_length_s"))
+    return float(line.split("=")[1].split("#")[0])
+
+
+@pytest.fixture(scope="module")
+def ppo_run(real_mqe, tmp_path_factory):
+    """A two-checkpoint PPO run of ours on the cuboid."""
+    tmp = tmp_path_factory.mktemp("ppo")
+    config = tmp / "ppo.yaml"
+    config.write_text("episode_length: 10\nppo_epoch: 1\n")
+    run = tmp / "run"
+    proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
+                       "--steps", 80, "--checkpoint-interval", 40, "--seed", 1,
+                       "--run-dir", run, "--config", config] + CPU,
+                      real_env(real_mqe), cwd=tmp, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"run": run, "tmp": tmp}
+
+
+@pytest.mark.parametrize("obj", ["cuboid", "Tblock", "cylinder"])
+def test_eval_of_each_published_checkpoint_infers_its_object(real_mqe, tmp_path, obj):
+    results = real_mqe["tree"] / "results" / ("10-15-23_%s" % obj)
+    proc = run_mapush(["eval", "--checkpoint", results, "--num-envs", NUM_ENVS] + CPU,
+                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = last_json(proc.stdout)
+    assert (result["object"], result["origin"], result["step"]) == (obj, "upstream", 100000000)
+    assert result["num_envs"] == NUM_ENVS and set(METRICS) <= set(result)
+    # every env ended its first episode, and none lasted longer than the config allows
+    assert 0 < result["finished_time"] <= mid_episode_s(real_mqe["tree"], obj) + 1e-6
+    assert result["success_rate"] == 0.0  # the stand-in moves no box
+
+
+def test_eval_of_a_run_of_ours_writes_a_line_per_checkpoint(real_mqe, ppo_run):
+    run = ppo_run["run"]
+    proc = run_mapush(["eval", "--run", run, "--num-envs", NUM_ENVS] + CPU,
+                      real_env(real_mqe), cwd=ppo_run["tmp"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [40, 80]
+    assert all(r["object"] == "cuboid" and r["origin"] == "ours" for r in lines)
+
+
+def test_eval_of_a_harl_checkpoint_over_real_mqe(real_mqe, tmp_path):
+    config = tmp_path / "harl.yaml"
+    config.write_text(yaml.safe_dump({"train": {"episode_length": 10, "log_interval": 1},
+                                      "device": {"torch_threads": 1}}))
+    run = tmp_path / "happo"
+    proc = run_mapush(["train", "--algo", "happo", "--object", "cylinder", "--num-envs", 4,
+                       "--steps", 40, "--seed", 1, "--run-dir", run, "--config", config] + CPU,
+                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_mapush(["eval", "--checkpoint", run, "--num-envs", NUM_ENVS] + CPU,
+                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = last_json(proc.stdout)
+    assert (result["algo"], result["object"], result["step"]) == ("happo", "cylinder", 40)
+
+
+def test_upper_eval_plans_with_rrt_through_the_real_wrapper(real_mqe, tmp_path):
+    """The published high-level policy: MQE's wrapper plans with RRT (patches/mapush/04)
+    for every env, and both collision degrees are reported (patches/mapush/05)."""
+    example = real_mqe["tree"] / "resources" / "goals_net" / "example.pt"
+    figures = tmp_path / "rrt"
+    proc = run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example,
+                       "--num-envs", NUM_ENVS, "--out", figures] + CPU,
+                      real_env(real_mqe), cwd=tmp_path, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = last_json(proc.stdout)
+    assert result["task"] == "go1push_upper" and result["object"] == "cuboid"
+    assert result["rrt"]["envs"] == NUM_ENVS
+    assert result["rrt"]["planned"] + result["rrt"]["failed"] == NUM_ENVS
+    assert result["rrt"]["planned"] >= 1
+    assert "collision_degree" in result and "obstacle_collision_degree" in result
+    assert sorted(p.name for p in figures.glob("*.png")) == \
+        ["rrt-env%d.png" % i for i in range(NUM_ENVS)]
+    # the upper episode is 160 s (go1_push_upper_config.py:13): every env timed out there
+    assert result["finished_time"] == pytest.approx(160.0)
+
+
+def test_video_of_a_published_checkpoint_through_mqe_camera(real_mqe, tmp_path):
+    results = real_mqe["tree"] / "results" / "10-15-23_cuboid"
+    out = tmp_path / "videos"
+    icd = tmp_path / "nvidia_icd.json"  # the rendering check's file; the stand-in renders
+    icd.write_text('{"ICD": {"library_path": "libGLX_nvidia.so.0"}}')
+    proc = run_mapush(["eval", "--checkpoint", results, "--video", "--out", out] + CPU,
+                      real_env(real_mqe, VK_ICD_FILENAMES=icd, MAPUSH_WHERE="host"),
+                      cwd=tmp_path, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    videos = sorted(out.glob("*.mp4"))
+    assert len(videos) == 1 and "fail" in videos[0].name
+    import imageio_ffmpeg
+
+    reader = imageio_ffmpeg.read_frames(str(videos[0]))
+    meta = next(reader)
+    frames = sum(1 for _ in reader)
+    # MQE's recording camera: recording_width_px x recording_height_px (go1_config.py)
+    assert meta["size"][0] > 0 and frames > 10
+
+
+def test_report_of_a_run_trained_over_real_mqe(real_mqe, ppo_run):
+    run = ppo_run["run"]
+    proc = run_mapush(["report", run], real_env(real_mqe), cwd=ppo_run["tmp"], timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = (run / "report" / "index.html").read_text()
+    assert "cuboid" in page and list((run / "report").glob("*.png"))
+
+
+def test_reproduce_evaluates_the_authors_checkpoints(real_mqe, tmp_path):
+    out = tmp_path / "reproduce"
+    proc = run_mapush(["reproduce", "--objects", "cylinder", "--num-envs", NUM_ENVS,
+                       "--out", out] + CPU, real_env(real_mqe), cwd=tmp_path, timeout=600)
+    # exit 1: our figures (the stand-in pushes nothing) differ from theirs, flagged
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    table = json.loads((out / "table.json").read_text())
+    rows = [(r["object"], r["step"]) for r in table["rows"]]
+    assert rows == [("cylinder", s) for s in (80000000, 90000000, 100000000)]
+    assert all(r["ours"]["success_rate"] == 0.0 for r in table["rows"])
+    assert (out / "table.md").is_file()
+
+
+def test_pipeline_runs_its_four_stages_over_real_mqe(real_mqe, tmp_path):
+    mid = tmp_path / "mid.yaml"
+    mid.write_text("episode_length: 10\nppo_epoch: 1\n")
+    upper = tmp_path / "up.yaml"
+    upper.write_text("episode_length: 5\nppo_epoch: 1\n")
+    folder = tmp_path / "pipe"
+    proc = run_mapush(["pipeline", "--object", "cuboid", "--num-envs", 4, "--upper-num-envs",
+                       NUM_ENVS, "--mid-steps", 40, "--upper-steps", 10, "--eval-envs",
+                       NUM_ENVS, "--config", mid, "--upper-config", upper, "--dir", folder]
+                      + CPU, real_env(real_mqe), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    stages = {s["name"]: s for s in
+              json.loads((folder / "pipeline.json").read_text())["stages"]}
+    assert list(stages) == ["mid", "eval-mid", "upper", "eval-upper"]
+    assert all(s["state"] == "done" and s["exit"] == 0 for s in stages.values())
+    assert stages["eval-upper"]["result"]["task"] == "go1push_upper"
