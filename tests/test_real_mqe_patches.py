@@ -1,0 +1,107 @@
+"""Each of our MAPush patches, tested by running the code it changes: real MQE over the
+Isaac Gym stand-in, patched as the image patches it, against pristine upstream (or, where
+pristine MQE cannot run on a CPU pipeline at all, upstream with only the device patches
+01-03 applied). Each case runs in a subprocess (tests/real_mqe_probe.py): Isaac Gym must be
+imported before torch."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, MAPUSH_SRC, STANDIN, real_env
+
+pytestmark = pytest.mark.real_mqe
+
+PROBE = REPO / "tests" / "real_mqe_probe.py"
+PATCHES = REPO / "patches" / "mapush"
+DEVICE_PATCHES = ("01-", "02-", "03-")
+
+
+def prepare(dest, pristine):
+    proc = subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), MAPUSH_SRC,
+                           str(dest)] + (["--pristine"] if pristine else []),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return dest
+
+
+@pytest.fixture(scope="module")
+def pristine(real_mqe, tmp_path_factory):
+    """MAPush at the pin as upstream ships it (the stand-in body added, nothing patched)."""
+    return dict(real_mqe, tree=prepare(tmp_path_factory.mktemp("pristine") / "MAPush", True))
+
+
+@pytest.fixture(scope="module")
+def device_only(real_mqe, tmp_path_factory):
+    """Upstream with patches 01-03 only: what a CPU pipeline needs to run at all."""
+    tree = prepare(tmp_path_factory.mktemp("device-only") / "MAPush", True)
+    for patch in sorted(PATCHES.glob("*.patch")):
+        if patch.name.startswith(DEVICE_PATCHES):
+            subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=str(tree), check=True)
+    return dict(real_mqe, tree=tree)
+
+
+def probe(real, case, n=3, **env):
+    proc = subprocess.run([sys.executable, str(PROBE), case, str(n)], capture_output=True,
+                          text=True, env=real_env(real, **env), cwd=str(real["tree"].parent),
+                          timeout=300)
+    return proc, (json.loads(proc.stdout.strip().splitlines()[-1])
+                  if proc.returncode == 0 else None)
+
+
+def test_01_the_contact_pair_multiplier_reaches_the_sim_params(real_mqe, pristine):
+    _, ours = probe(real_mqe, "contact_pairs")
+    _, tripled = probe(real_mqe, "contact_pairs", MAPUSH_CONTACT_PAIRS_MULTIPLIER=3)
+    _, upstream = probe(pristine, "contact_pairs")
+    assert ours["max_gpu_contact_pairs"] == [1000] and ours["error"] is None
+    assert tripled["max_gpu_contact_pairs"] == [3000]
+    # upstream multiplies by 5 (base_task.py:44), whatever is asked
+    assert upstream["max_gpu_contact_pairs"] == [5000]
+
+
+def test_01_a_bad_multiplier_fails_before_the_sim_exists(real_mqe):
+    _, bad = probe(real_mqe, "contact_pairs", MAPUSH_CONTACT_PAIRS_MULTIPLIER="-2")
+    assert bad["max_gpu_contact_pairs"] == []
+    assert "MAPUSH_CONTACT_PAIRS_MULTIPLIER='-2'" in bad["error"]
+
+
+@pytest.mark.parametrize("case", ["devices_mid", "devices_upper"])
+def test_02_03_every_tensor_follows_the_env_device(real_mqe, pristine, case):
+    """Sim on the CPU: every tensor of the wrapper and the env is on the env's device, after
+    reset and steps. Pristine MQE makes tensors on "cuda" and cannot run at all."""
+    proc, facts = probe(real_mqe, case)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert facts["env_device"] == "cpu" and facts["obs_device"] == "cpu"
+    assert len(facts["devices"]) > 50
+    assert {d for d in facts["devices"].values()} == {"cpu"}, facts["devices"]
+    proc, _ = probe(pristine, case)
+    assert proc.returncode != 0 and "CUDA" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_04_rrt_plans_only_when_evaluation_asks(real_mqe, device_only):
+    proc, ours = probe(real_mqe, "rrt_resets")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # four resets, as upstream's test.py makes: never planned, until asked
+    assert ours["planned_at_reset"] == [False, False, False, False]
+    assert ours["asked"]["envs"] == 3 and ours["asked"]["planned"] + ours["asked"]["failed"] == 3
+    proc, upstream = probe(device_only, "rrt_resets")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # upstream plans on the wrapper's 4th reset only (go1_push_upper_wrapper.py:190)
+    assert upstream["planned_at_reset"] == [False, False, False, True]
+    assert upstream["asked"] is None
+
+
+def test_05_obstacle_collision_degree_over_the_obstacles_with_the_config_threshold(
+        real_mqe, device_only):
+    proc, ours = probe(real_mqe, "obstacle_degree")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the box 1.4, 2.2 and 0.6 m from the last obstacle slot; the config's 1.8 m threshold
+    assert ours["threshold"] == 1.8 and ours["upstream_threshold"] == 1.0
+    assert ours["obstacle_collision_degree"] == [1.0, 0.0, 1.0]
+    # upstream's count looks at slots 2..3 (the final target, obstacle 1), moved away here
+    assert ours["collision_degree"] == [0.0, 0.0, 0.0]
+    proc, upstream = probe(device_only, "obstacle_degree")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert upstream["obstacle_collision_degree"] is None
+    assert upstream["collision_degree"] == [0.0, 0.0, 0.0]
