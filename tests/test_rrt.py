@@ -137,3 +137,90 @@ def test_an_env_without_a_path_keeps_its_spline_and_is_counted(planner, tmp_path
     assert paths[0] is not None and paths[1] is None
     assert stats["planned"] == 1 and stats["failed"] == 1 and stats["figures"] == []
     assert bool((trajectory[1] == 7.0).all()) and not bool((trajectory[0] == 7.0).all())
+
+
+# -- pinned to upstream: the same paths as upstream's own planner at the pin -------------
+def _plan_calls(source):
+    """The keyword arguments of every ``.plan(...)`` call in ``source``, as values."""
+    calls = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "plan":
+            calls.append({k.arg: ast.literal_eval(k.value) for k in node.keywords
+                          if k.arg not in ("start", "goal", "visualizer", "obstacle_states")})
+    return calls
+
+
+def _limits(source):
+    """``x_lim`` and ``y_lim`` as upstream's reset assigns them (go1_push_upper_wrapper.py)."""
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and node.targets[0].id in ("x_lim",
+                                                                                   "y_lim"):
+            found[node.targets[0].id] = ast.literal_eval(node.value)
+    return found["x_lim"], found["y_lim"]
+
+
+class _CpuTorch(object):
+    """torch, with tensors made on the CPU: upstream's rrt.py samples on "cuda"
+    (rrt.py:33), which this machine has not; nothing else of its algorithm is touched."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def tensor(data, *args, **kwargs):
+        kwargs.pop("device", None)
+        return torch.tensor(data, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def upstream_rrt():
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    spec = importlib.util.spec_from_file_location("upstream_rrt_at_the_pin",
+                                                  str(Path(SRC) / RRT))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.torch = _CpuTorch()
+    return module
+
+
+def test_the_planner_is_called_with_upstreams_parameters(planner):
+    """plan_rrt's call of rrt.plan has upstream's arguments at the pin (action scale,
+    timeout, goal-sample probability, reach and collision thresholds), and its limits."""
+    ours = (Path(planner.__code__.co_filename)).read_text()
+    theirs = (Path(SRC) / WRAPPER).read_text()
+    assert _plan_calls(theirs) and _plan_calls(ours) == _plan_calls(theirs)
+    assert (planner.__globals__["RRT_X_LIM"], planner.__globals__["RRT_Y_LIM"]) == \
+        _limits(theirs)
+
+
+def test_the_patched_planner_returns_upstreams_paths_on_seeded_layouts(planner, upstream_rrt):
+    """Upstream's reset, env by env with its own visualizer as it draws (pristine rrt.py,
+    the parameters read from its wrapper), and our plan_rrt, from the same seed: the same
+    paths, node for node."""
+    theirs_source = (Path(SRC) / WRAPPER).read_text()
+    params = _plan_calls(theirs_source)[0]
+    x_lim, y_lim = _limits(theirs_source)
+    n = 6
+    start, goal, obstacles = layouts(n, seed=3)
+    torch.manual_seed(11)
+    rrt = upstream_rrt.KinodynamicRRT(x_lim=x_lim, y_lim=y_lim)
+    expected = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        for i in range(n):
+            vis = upstream_rrt.TwoDVisualizer() if i < 2 else None  # drawing is slow
+            if vis is not None:
+                vis.clear()
+                vis.set_bounds(x_lim, y_lim)
+            expected.append(rrt.plan(start=start[i], goal=goal[i], visualizer=vis,
+                                     obstacle_states=obstacles[i], **params))
+    torch.manual_seed(11)
+    paths, stats = planner(start, goal, obstacles, torch.zeros(n, 26), None, 0)
+    assert stats["planned"] == n
+    for i, (ours, theirs) in enumerate(zip(paths, expected)):
+        assert theirs is not None
+        assert len(ours) == len(theirs), "env %d: %d nodes, upstream %d" % (
+            i, len(ours), len(theirs))
+        assert all(torch.equal(a, b) for a, b in zip(ours, theirs)), "env %d differs" % i
