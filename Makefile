@@ -225,7 +225,14 @@ venv: $(VENV)/.stamp ## create the test virtualenv (.venv) from env/requirements
 
 .PHONY: test
 test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed)
-	$(VENV_PY) -m pytest $(PYTEST_ARGS)
+	$(WITH_MAPUSH_SRC) $(VENV_PY) -m pytest $(PYTEST_ARGS)
+
+# The real-MQE tests (tests/standin) need MAPush at the pin: MAPUSH_SRC, else a tree fetched
+# once into build/ as the image fetches it; without either they skip, saying why.
+MAPUSH_SRC ?=
+WITH_MAPUSH_SRC = mkdir -p build && src=$$(bash ci/mapush-src.sh '$(MAPUSH_REPO)' '$(MAPUSH_COMMIT)' \
+	  build/mapush-$(MAPUSH_COMMIT) 2>build/.mapush-src.why) && \
+	  MAPUSH_SRC="$$src" MAPUSH_SRC_MISSING="$$(cat build/.mapush-src.why)"
 
 # make test-stack: the suite on the image's own stack: Python 3.8 and STACK's hashed lock,
 # patched by patches/apply (ci/stack-venv.sh); torch from PyPI and the tests' double
@@ -244,8 +251,9 @@ $(STACK_VENV)/.stamp: $(LOCK_FILE) ci/stack-venv.sh \
 test-stack: $(VENV)/.stamp $(STACK_VENV)/.stamp ## the suite on the image's Python 3.8 stack (STACK's lock)
 	@echo "test-stack: STACK=$(STACK): Python 3.8 with $(LOCK_FILE) and our patches, as the image; substituted:"
 	@echo "test-stack:   torch $(TORCH_VERSION) / torchvision $(TORCHVISION_VERSION) -> $(TORCH_PYPI_VERSION) / $(TORCHVISION_PYPI_VERSION) from PyPI (same API; runs on a CPU)"
-	@echo "test-stack:   Isaac Gym and MQE -> the tests' double (as make test)"
-	MAPUSH_STACK=$(STACK) MAPUSH_PRISTINE_OPENRL=$(abspath $(STACK_VENV))/pristine/openrl \
+	@echo "test-stack:   Isaac Gym -> the tests' stand-in (tests/standin), under MAPush's real MQE where MAPUSH_SRC is at hand; the MQE double elsewhere (as make test)"
+	$(WITH_MAPUSH_SRC) MAPUSH_STACK=$(STACK) \
+	  MAPUSH_PRISTINE_OPENRL=$(abspath $(STACK_VENV))/pristine/openrl \
 	  $(STACK_VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------------------------------

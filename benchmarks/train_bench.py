@@ -36,7 +36,7 @@ OBJECT_ROOT = DOUBLES / "mapush_root"
 def child_env(site: Optional[str], records: Optional[str], physics_us: float = 0.0,
               episode_steps: int = 100) -> Dict[str, str]:
     """Environment of a process that runs the product over the GPU double."""
-    paths = [str(SHIM), str(DOUBLES), str(REPO)]
+    paths = [str(SHIM), str(REPO / "tests" / "standin"), str(DOUBLES), str(REPO)]
     if site:
         paths.insert(0, str(site))
     env = dict(os.environ)

@@ -100,7 +100,7 @@ def pytest_terminal_summary(terminalreporter):
 
 def double_env(upstream=None, **extra):
     """Environment for a subprocess that runs the product over the MQE double."""
-    paths = [str(DOUBLES), str(REPO)]
+    paths = [str(STANDIN), str(DOUBLES), str(REPO)]
     if upstream is not None:
         paths.insert(0, str(upstream["site"]))
     env = dict(os.environ)

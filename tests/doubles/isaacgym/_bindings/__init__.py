@@ -1,1 +1,0 @@
-"""Stand-in for Isaac Gym's ``_bindings`` package (tests only)."""

@@ -1,1 +1,0 @@
-"""Stand-in for Isaac Gym's compiled bindings folder (tests only)."""

@@ -1,1 +1,0 @@
-"""Stand-in for ``isaacgym.gymtorch`` (the real one compiles a torch extension)."""

@@ -1,0 +1,186 @@
+"""The Isaac Gym stand-in itself (tests/standin): what MQE relies on from Isaac Gym, checked
+from first principles. Each check runs in a subprocess, as the stand-in (like Isaac Gym)
+refuses to load after torch, which this process has imported."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import STANDIN
+
+GO1 = "resources/robots/go1/urdf/go1.urdf"
+
+
+def run(script, *args):
+    env = {"PYTHONPATH": str(STANDIN), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", script] + [str(a) for a in args],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+URDF = """<robot name="r">
+  <link name="base"><collision/><collision/><inertial><mass value="2"/></inertial></link>
+  <joint name="fix" type="fixed"><parent link="base"/><child link="plate"/></joint>
+  <link name="plate"><collision/><inertial><mass value="0.5"/></inertial></link>
+  <joint name="B_joint" type="revolute"><parent link="base"/><child link="B_leg"/>
+    <limit lower="-1" upper="2" effort="30" velocity="20"/></joint>
+  <link name="B_leg"><collision/></link>
+  <joint name="A_joint" type="continuous"><parent link="base"/><child link="A_leg"/></joint>
+  <link name="A_leg"><collision/></link>
+  <joint name="A_foot_fixed" type="fixed" dont_collapse="true">
+    <parent link="A_leg"/><child link="A_foot"/></joint>
+  <link name="A_foot"/>
+</robot>"""
+
+ASSET = """
+import json, sys
+from isaacgym import gymapi
+gym = gymapi.acquire_gym()
+sim = gym.create_sim(0, 0, gymapi.SIM_PHYSX, gymapi.SimParams())
+opts = gymapi.AssetOptions()
+opts.collapse_fixed_joints = sys.argv[2] == "1"
+opts.default_dof_drive_mode = 3
+asset = gym.load_asset(sim, sys.argv[1].rsplit("/", 1)[0], sys.argv[1].rsplit("/", 1)[1], opts)
+props = gym.get_asset_dof_properties(asset)
+print(json.dumps({"bodies": gym.get_asset_rigid_body_names(asset),
+                  "dofs": gym.get_asset_dof_names(asset),
+                  "shapes": len(gym.get_asset_rigid_shape_properties(asset)),
+                  "fields": list(props.dtype.names), "limits": props["hasLimits"].tolist(),
+                  "lower": props["lower"].tolist(), "mode": props["driveMode"].tolist(),
+                  "effort": props["effort"].tolist()}))
+"""
+
+
+@pytest.mark.parametrize("collapse", [True, False])
+def test_assets_read_bodies_dofs_and_shapes_as_isaac_gyms_importer(tmp_path, collapse):
+    urdf = tmp_path / "r.urdf"
+    urdf.write_text(URDF)
+    facts = run(ASSET, urdf, int(collapse))
+    if collapse:  # plate merged into base (its shape with it); A_foot kept (dont_collapse)
+        assert facts["bodies"] == ["base", "A_leg", "A_foot", "B_leg"]
+    else:
+        assert facts["bodies"] == ["base", "A_leg", "A_foot", "B_leg", "plate"]
+    assert facts["shapes"] == 5
+    # DOFs in body order, siblings by name; a continuous joint has no limits
+    assert facts["dofs"] == ["A_joint", "B_joint"]
+    assert facts["fields"] == ["hasLimits", "lower", "upper", "driveMode", "velocity",
+                               "effort", "stiffness", "damping", "friction", "armature"]
+    assert facts["limits"] == [False, True] and facts["lower"] == [0.0, -1.0]
+    assert facts["mode"] == [3, 3] and facts["effort"] == [0.0, 30.0]
+
+
+def test_go1_reads_as_isaac_gym_lists_it():
+    """Go1 at the pin: 17 bodies and 12 DOFs, legs FL, FR, RL, RR (walk-these-ways' order),
+    though its URDF declares FR, FL, RR, RL."""
+    import os
+
+    src = os.environ.get("MAPUSH_SRC")
+    if not src:
+        pytest.skip("MAPUSH_SRC is not set: no Go1 URDF at hand")
+    facts = run(ASSET, os.path.join(src, GO1), 1)
+    legs = ["FL", "FR", "RL", "RR"]
+    assert facts["bodies"] == ["base"] + ["%s_%s" % (leg, part) for leg in legs
+                                          for part in ("hip", "thigh", "calf", "foot")]
+    assert facts["dofs"] == ["%s_%s_joint" % (leg, part) for leg in legs
+                             for part in ("hip", "thigh", "calf")]
+
+
+MATH = """
+import json, math
+from isaacgym import torch_utils as tu
+import torch
+torch.manual_seed(0)
+r, p, y = torch.rand(64) * 2 - 1, torch.rand(64) * 1.2 - 0.6, torch.rand(64) * 6 - 3
+q = tu.quat_from_euler_xyz(r, p, y)
+back = tu.get_euler_xyz(q)
+two_pi = 2 * math.pi
+def rot(axis, a):
+    c, s = torch.cos(a), torch.sin(a)
+    o, z = torch.ones_like(a), torch.zeros_like(a)
+    if axis == "x":
+        return torch.stack([o, z, z, z, c, -s, z, s, c], -1).view(-1, 3, 3)
+    if axis == "y":
+        return torch.stack([c, z, s, z, o, z, -s, z, c], -1).view(-1, 3, 3)
+    return torch.stack([c, -s, z, s, c, z, z, z, o], -1).view(-1, 3, 3)
+m = rot("z", y) @ rot("y", p) @ rot("x", r)
+v = torch.randn(64, 3)
+q2 = tu.quat_from_euler_xyz(torch.rand(64), torch.rand(64), torch.rand(64))
+print(json.dumps({
+  "unit": float((q.norm(dim=-1) - 1).abs().max()),
+  "euler": max(float(((a % two_pi) - b).abs().max()) for a, b in zip((r, p, y), back)),
+  "range": all(bool(((b >= 0) & (b < two_pi)).all()) for b in back),
+  "rotate": float((tu.quat_rotate(q, v) - (m @ v.unsqueeze(-1)).squeeze(-1)).abs().max()),
+  "inverse": float((tu.quat_rotate_inverse(q, tu.quat_rotate(q, v)) - v).abs().max()),
+  "mul": float((tu.quat_apply(tu.quat_mul(q, q2), v)
+                - tu.quat_apply(q, tu.quat_apply(q2, v))).abs().max()),
+  "axis_angle": float((tu.quat_from_angle_axis(torch.tensor([math.pi / 2]),
+                       torch.tensor([[0., 0., 2.]])) - torch.tensor(
+                       [[0, 0, math.sin(math.pi / 4), math.cos(math.pi / 4)]])).abs().max()),
+}))
+"""
+
+
+def test_torch_utils_rotate_as_the_rotation_matrices_do():
+    facts = run(MATH)
+    assert facts["unit"] < 1e-6 and facts["range"]
+    assert facts["euler"] < 1e-5  # each angle back, wrapped into [0, 2 pi)
+    assert facts["rotate"] < 1e-5 and facts["inverse"] < 1e-5
+    assert facts["mul"] < 1e-5 and facts["axis_angle"] < 1e-6
+
+
+TENSORS = """
+import json
+from isaacgym import gymapi, gymtorch
+import torch
+gym = gymapi.acquire_gym()
+params = gymapi.SimParams()
+params.dt = 0.5
+sim = gym.create_sim(0, 0, gymapi.SIM_PHYSX, params)
+box = gym.create_box(sim, 1, 1, 1)
+envs = [gym.create_env(sim, gymapi.Vec3(), gymapi.Vec3(), 1) for _ in range(3)]
+for i, env in enumerate(envs):
+    gym.create_actor(env, box, gymapi.Transform(gymapi.Vec3(i, 0, 0)), "box", i, 0, 0)
+gym.prepare_sim(sim)
+root = gymtorch.wrap_tensor(gym.acquire_actor_root_state_tensor(sim))
+before = root.clone()
+gym.refresh_actor_root_state_tensor(sim)
+refreshed = root[:, 0].tolist()
+root[:, 7] = 2.0  # x velocity of every box, but only box 1 is written back
+gym.set_actor_root_state_tensor_indexed(sim, gymtorch.unwrap_tensor(root),
+    gymtorch.unwrap_tensor(torch.tensor([1], dtype=torch.int32)), 1)
+gym.simulate(sim)
+stale = root[:, 0].tolist()
+gym.refresh_actor_root_state_tensor(sim)
+print(json.dumps({"before": before[:, 0].tolist(), "refreshed": refreshed,
+                  "stale": stale, "after": root[:, 0].tolist(), "shape": list(root.shape),
+                  "index": gym.get_actor_index(envs[2], 0, gymapi.DOMAIN_SIM)}))
+"""
+
+
+def test_state_tensors_refresh_and_set_as_isaac_gym_documents():
+    facts = run(TENSORS)
+    assert facts["shape"] == [3, 13] and facts["index"] == 2
+    assert facts["before"] == [0, 0, 0]  # nothing until the first refresh
+    assert facts["refreshed"] == [0, 1, 2]
+    assert facts["stale"] == [0, 1, 2]  # simulate does not touch the tensor
+    # only the indexed actor's velocity reached the physics: 0.5 s at 2 m/s
+    assert facts["after"] == [0, 2, 2]
+
+
+def test_it_refuses_to_load_after_torch():
+    proc = subprocess.run([sys.executable, "-c", "import torch, isaacgym"],
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": str(STANDIN), "PATH": "/usr/bin:/bin"},
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "PyTorch was imported before isaacgym modules" in proc.stderr
+
+
+def test_prepare_tree_refuses_a_folder_that_is_no_mapush_checkout(tmp_path):
+    proc = subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), str(tmp_path),
+                           str(tmp_path / "dest")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and not (tmp_path / "dest").exists()
+    assert proc.stderr.startswith("error: SRC %s is not a MAPush checkout" % tmp_path)
