@@ -198,6 +198,7 @@ help: ## list the targets and their variables
 	@echo "    PYTHON=$(PYTHON)  any Python 3.10-3.13 (make venv, make test)  VENV=$(VENV)"
 	@echo "    HOST_VENV=$(HOST_VENV)  (make report: mapush on the host)"
 	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
+	@echo "    MAPUSH_SRC=$(or $(MAPUSH_SRC),(empty: fetched into build/ for the real-MQE tests, else they skip))  MAPush at the pin (make test, test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: $(_TB_DEFAULT_BASE)))"
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"

@@ -137,7 +137,9 @@ def test_child_leaves_with_the_trainer_status_without_teardown(tmp_path):
     config.write_text(json.dumps({"spec": {
         "algo": "happo", "task": "go1push_mid", "object": "cuboid", "num_envs": 2, "steps": 10,
         "seed": 1, "run_dir": str(tmp_path), "sim_device": "cpu", "rl_device": "cpu"}}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "doubles"), str(REPO)]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "standin"),
+                                                        str(REPO / "tests" / "doubles"),
+                                                        str(REPO)]),
                MAPUSH_PHASE_FILE=str(tmp_path / "phases.log"))
     out = subprocess.run([sys.executable, "-c", CHILD_EXIT, str(config)], env=env,
                          capture_output=True, text=True, timeout=120)

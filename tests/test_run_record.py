@@ -183,10 +183,17 @@ def test_happo_resume_keeps_its_config_and_env_count(upstream, tmp_path):
     assert latest_checkpoint(run)[0] == 2 * PER_UPDATE
 
 
-def test_upper_resume_keeps_its_command_net(upstream, tblock, tmp_path):
-    """The high level on the T-block run's newest policy; a resume naming another mid-level
-    policy is refused, the same one is fine."""
-    (_s1, first, _m1), (_s2, newest, _m2) = list_checkpoints(tblock["run"])[:2]
+def test_upper_resume_keeps_its_command_net(upstream, tmp_path):
+    """The high level on a cuboid run's newest policy (the high level pushes the cuboid); a
+    resume naming another mid-level policy is refused, the same one is fine."""
+    mid = tmp_path / "mid"
+    (tmp_path / "mid.yaml").write_text(PPO_YAML)
+    proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", NUM_ENVS,
+                       "--steps", 2 * PER_UPDATE, "--checkpoint-interval", PER_UPDATE,
+                       "--config", tmp_path / "mid.yaml", "--run-dir", mid] + CPU,
+                      double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (_s1, first, _m1), (_s2, newest, _m2) = list_checkpoints(mid)[:2]
     net = newest / "module.pt"
     config = tmp_path / "small.yaml"
     config.write_text("episode_length: 10\nlog_interval: 1\nppo_epoch: 1\n")
