@@ -13,18 +13,19 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from mapush import __version__
-from mapush.checkpoints.policy import input_dim, kind, module_path
+from mapush.checkpoints.command_net import PUBLISHED_COMMAND_NET, command_net_from_args
+from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
 from mapush.errors import MapushError, UsageError
 from mapush.eval import check_fits
-from mapush.objects import ConfigReadError, check_object_name, mapush_root, read_object_facts, \
+from mapush.objects import ConfigReadError, check_object_name, read_object_facts, \
     read_object_name
+from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
-    DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, UPPER_MID_OBS_DIM, \
-    UPPER_OBJECT, \
-    RunSpec, check_upper_object, default_run_dir
+    DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
+    check_upper_object, default_run_dir
 
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -321,69 +322,14 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
     found = kind(checkpoint)
     wanted = for_algo(args.algo)
     if found != wanted.library:
+        article = lambda label: ("an " if label[0] in "AEIOU" else "a ") + label  # noqa: E731
         raise UsageError("--init-from %s is %s checkpoint; --algo %s starts from %s checkpoint"
-                         % (args.init_from, _a(by_library(found).label) if found else "not a",
-                            args.algo, _a(wanted.label)))
+                         % (args.init_from, article(by_library(found).label) if found
+                            else "not a", args.algo, article(wanted.label)))
     info = describe(checkpoint, obj=obj, object_config=config)
     info.update(object=obj, object_config=config, task=args.task)
     check_fits(info, "--init-from")
     return str(Path(checkpoint).resolve())
-
-
-def _a(label: str) -> str:
-    return ("an " if label[0] in "AEIOU" else "a ") + label
-
-
-PUBLISHED_COMMAND_NET = Path("resources") / "command_nets" / "1.2x1.2.pt"
-
-
-def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
-    """``--command-net`` of ``mapush train``: only for go1push_upper, with PPO."""
-    if args.task == MID:
-        if args.command_net:
-            raise UsageError("--command-net is for --task %s (the mid-level policy the high "
-                             "level drives); --task %s trains such a policy" % (UPPER, MID))
-        return None
-    if for_algo(args.algo).teams:
-        raise UsageError("--algo %s: HARL's algorithms train several agents; --task %s has one "
-                         "centralized agent (the high-level policy): use --algo %s"
-                         % (args.algo, UPPER, DEFAULT_ALGO))
-    return resolve_command_net(args.command_net)
-
-
-def resolve_command_net(given: Optional[str]) -> str:
-    """The mid-level policy's ``module.pt`` the high level drives (``--command-net``, else the
-    published one), checked before anything starts: an OpenRL policy (the high level calls
-    ``PPOModule.act``, go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds
-    (line 291)."""
-    target = given or str(mapush_root() / PUBLISHED_COMMAND_NET)
-    if not Path(target).exists():
-        raise UsageError("--command-net %s: no such file or folder%s" % (
-            target, "" if given else " (the published mid-level policy; pass "
-            "--command-net PATH, e.g. a mid-level run directory)"))
-    checkpoint = resolve(target, "--command-net")
-    if kind(checkpoint) != "openrl":
-        raise UsageError("--command-net %s is not an OpenRL PPO policy (module.pt): the high "
-                         "level calls its act(); train the mid level with --algo %s"
-                         % (target, DEFAULT_ALGO))
-    try:
-        dim = input_dim(checkpoint)
-    except UsageError as exc:
-        raise UsageError("--command-net %s is not a policy: %s" % (target, exc))
-    if dim != UPPER_MID_OBS_DIM:
-        raise UsageError("--command-net %s takes %d-dim observations; the high level feeds it "
-                         "%d-dim ones (2 robots: target, box and the other robot); train it on "
-                         "cuboid or Tblock" % (target, dim, UPPER_MID_OBS_DIM))
-    try:  # the object its run recorded (a bare module file, as the published net, has none)
-        trained_on = describe(checkpoint)["object"]  # type: Optional[str]
-    except UsageError:
-        trained_on = None
-    if trained_on is not None and trained_on != UPPER_OBJECT:
-        raise UsageError("--command-net %s was trained on %s; the high level pushes MQE's 1.2 x "
-                         "1.2 box (go1_push_upper_config.py:20), the %s: pass a %s mid-level "
-                         "policy, e.g. a run of `mapush train --object %s`"
-                         % (target, trained_on, UPPER_OBJECT, UPPER_OBJECT, UPPER_OBJECT))
-    return str(module_path(checkpoint).resolve())
 
 
 # train's options that a --spec file cannot hold: how the command runs, not what it trains
@@ -460,13 +406,10 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         check_upper_object(obj, object_config)
     init_from = init_from_args(args, obj, object_config)
     run_dir = args.run_dir
-    if run_dir is not None:
-        from mapush.run.resume import holds_run
-
-        if holds_run(Path(run_dir)):
-            raise UsageError("--run-dir %s already holds a run: continue it with --resume %s, "
-                             "or pick a new folder" % (run_dir, run_dir))
-    else:
+    if run_dir is not None and holds_run(Path(run_dir)):
+        raise UsageError("--run-dir %s already holds a run: continue it with --resume %s, "
+                         "or pick a new folder" % (run_dir, run_dir))
+    if run_dir is None:
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     return RunSpec(
         algo=args.algo, task=args.task, object=obj,
@@ -491,14 +434,11 @@ COMMANDS = {
 def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     if args.command == "train":
         given = given_options(argv)
-        if args.spec:
-            others = sorted(given - {"--spec", "--no-preflight"})
-            if others:
-                raise UsageError("--spec %s holds every option; give %s in it, not beside it"
-                                 % (args.spec, ", ".join(others)))
-            spec, record = spec_from_file(args.spec)
-        else:
-            spec, record = spec_from_args(args, given)
+        others = sorted(given - {"--spec", "--no-preflight"})
+        if args.spec and others:
+            raise UsageError("--spec %s holds every option; give %s in it, not beside it"
+                             % (args.spec, ", ".join(others)))
+        spec, record = spec_from_file(args.spec) if args.spec else spec_from_args(args, given)
         return train(spec, preflight=not args.no_preflight, record=record)
     if args.command not in COMMANDS:  # pragma: no cover - argparse knows the commands
         raise UsageError("unknown command %r" % args.command)

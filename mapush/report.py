@@ -23,6 +23,7 @@ from mapush.errors import UsageError
 from mapush.eval import read_evaluated
 from mapush.events import Scalars, event_files, read_scalars
 from mapush.objects import mapush_root
+from mapush.plots import pyplot, save_figure
 from mapush.reproduce import authors_runs
 
 REPORT_DIR = "report"
@@ -42,26 +43,10 @@ def _say(text: str) -> None:
     print("mapush report: %s" % text, file=sys.stderr, flush=True)
 
 
-def pyplot() -> Any:
-    os.environ["MPLBACKEND"] = "Agg"
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _label(ax: Any, title: str, xlabel: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.tick_params(labelsize=7)
-
-
-def save_figure(plt: Any, fig: Any, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(str(path), dpi=90)
-    plt.close(fig)
 
 
 def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,

@@ -29,7 +29,7 @@ from mapush.errors import UsageError
 from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.common.atomic import write_json, write_text
-from mapush.sweep import parse_list
+from mapush.spec import parse_list
 
 SIGMAS = 3.0
 

@@ -3,10 +3,11 @@
 The CLI builds it, the parent writes it to ``config.json``, the child reads it back; nothing
 downstream re-parses options.
 """
+import re
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Optional, Type, TypeVar
+from typing import Any, Dict, List, Optional, Type, TypeVar
 
 from mapush.errors import UsageError
 
@@ -131,3 +132,23 @@ def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[flo
     """``runs/<task>/<object>/<algo>/seed<seed>-<YYYYmmdd-HHMMSS>`` (docs/cli.md)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return str(Path("runs") / task / obj / algo / ("seed%d-%s" % (seed, stamp)))
+
+
+def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
+    """``1,2,3`` or ``1 2 3`` (Make passes words); empty or malformed: one UsageError."""
+    words = [w for w in re.split(r"[,\s]+", (raw or "").strip()) if w]
+    if not words:
+        raise UsageError("%s: empty list; give values separated by commas, e.g. %s"
+                         % (option, "1,2,3" if kind is int else "cuboid,Tblock"))
+    values = []
+    for word in words:
+        try:
+            values.append(kind(word))
+        except ValueError:
+            raise UsageError("%s: %r in %r is not %s" % (option, word, raw,
+                                                        "an integer" if kind is int else kind))
+        if kind is int and values[-1] < 0:
+            raise UsageError("%s: %r is negative" % (option, word))
+    if len(set(values)) != len(values):
+        raise UsageError("%s: %r names a value twice" % (option, raw))
+    return values

@@ -42,7 +42,7 @@ from mapush.errors import UsageError
 from mapush.eval import describe_request, evaluate, read_evaluated
 from mapush.objects import KNOWN_OBJECTS, find_objects
 from mapush.proc import Supervisor
-from mapush.spec import CALCULATOR_SEED
+from mapush.spec import CALCULATOR_SEED, parse_list
 from mapush.trainers import ALGOS
 
 SWEEP_FILE = "sweep.json"
@@ -53,26 +53,6 @@ GRID_KEYS = ("algos", "objects", "seeds", "task", "steps", "num_envs", "config",
 SBATCH = Path(__file__).resolve().parent.parent / "cluster" / "sweep.sbatch"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 POLL_S = 0.5
-
-
-def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
-    """``1,2,3`` or ``1 2 3`` (Make passes words); empty or malformed: one UsageError."""
-    words = [w for w in re.split(r"[,\s]+", (raw or "").strip()) if w]
-    if not words:
-        raise UsageError("%s: empty list; give values separated by commas, e.g. %s"
-                         % (option, "1,2,3" if kind is int else "cuboid,Tblock"))
-    values = []
-    for word in words:
-        try:
-            values.append(kind(word))
-        except ValueError:
-            raise UsageError("%s: %r in %r is not %s" % (option, word, raw,
-                                                        "an integer" if kind is int else kind))
-        if kind is int and values[-1] < 0:
-            raise UsageError("%s: %r is negative" % (option, word))
-    if len(set(values)) != len(values):
-        raise UsageError("%s: %r names a value twice" % (option, raw))
-    return values
 
 
 def visible_gpus() -> List[int]:
@@ -373,7 +353,7 @@ def report(sweep: Sweep, args: argparse.Namespace) -> int:
         lines += ["", "Not in the table (no checkpoint or no metrics yet): %s"
                   % ", ".join(missing)]
     write_text(out / "table.md", "\n".join(lines) + "\n")
-    from mapush.report import pyplot, save_figure
+    from mapush.plots import pyplot, save_figure
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))

@@ -128,3 +128,172 @@ def test_commands_that_train_or_evaluate_pass_spec_files_not_argv(command):
     assert not foreign & _string_constants(text)
     if command != "reproduce":
         assert "--spec" in _string_constants(text)
+
+
+# -- the layers (docs/architecture.md, "The layers of mapush/") ---------------------------
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def declared_layers(text):
+    """``[(layer number, [module pattern, ...]), ...]`` from the layers table."""
+    section = text.split("## The layers of `mapush/`", 1)[1].split("\n## ", 1)[0]
+    layers = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and re.match(r"^\d+ ", cells[0]):
+            layers.append((int(cells[0].split()[0]), re.findall(r"`([\w.*]+)`", cells[1])))
+    return layers
+
+
+def module_names(package):
+    """``{dotted module name: path}`` of every module under ``package`` (its folder)."""
+    names = {}
+    for path in sorted(Path(package).rglob("*.py")):
+        parts = list(path.relative_to(Path(package).parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def imports_of(package):
+    """``[(importer, imported, file, line)]``: every import of a module of ``package`` by
+    one of its modules, lazy ones inside functions included; ``from a import b`` names
+    ``a.b`` where that is a module."""
+    names = module_names(package)
+    root = Path(package).name
+    found = []
+    for name, path in names.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    here = name.split(".") if is_package else name.split(".")[:-1]
+                    here = here[:len(here) - node.level + 1]
+                    base = ".".join(here + ([base] if base else []))
+                targets = [base + "." + a.name if base + "." + a.name in names else base
+                           for a in node.names]
+            for target in targets:
+                while target and target not in names:
+                    target = target.rpartition(".")[0]
+                if target and target.split(".")[0] == root and target != name:
+                    found.append((name, target, path, node.lineno))
+    return found
+
+
+def layer_of(layers, module):
+    for number, patterns in layers:
+        for pattern in patterns:
+            if module == pattern or (pattern.endswith(".*") and (
+                    module == pattern[:-2] or module.startswith(pattern[:-1]))):
+                return number
+    return None
+
+
+def cycles(edges):
+    """Each import cycle as a list of modules (Tarjan's strongly connected components)."""
+    graph = {}
+    for importer, imported, _path, _line in edges:
+        graph.setdefault(importer, set()).add(imported)
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def layer_problems(package, layers, entry="mapush.__main__", cli="mapush.cli"):
+    """Every breach of the layers in ``package``, one line each, naming file and line."""
+    edges = imports_of(package)
+    where = {(a, b): "%s:%d" % (p.relative_to(Path(package).parent), n)
+             for a, b, p, n in edges}
+    problems = []
+    for name in module_names(package):
+        if layer_of(layers, name) is None:
+            problems.append("%s is in no layer of docs/architecture.md" % name)
+    for component in cycles(edges):
+        links = ["%s -> %s (%s)" % (a, b, where[(a, b)]) for a in component for b in component
+                 if (a, b) in where]
+        problems.append("import cycle: %s" % "; ".join(links))
+    for importer, imported, path, line in edges:
+        here, there = layer_of(layers, importer), layer_of(layers, imported)
+        if imported == cli and importer != entry:
+            problems.append("%s:%d: %s imports the CLI (only %s may)"
+                            % (path.relative_to(Path(package).parent), line, importer, entry))
+        elif here is not None and there is not None and there > here:
+            problems.append("%s:%d: %s (layer %d) imports %s (layer %d), a layer above"
+                            % (path.relative_to(Path(package).parent), line, importer, here,
+                               imported, there))
+    return problems
+
+
+def test_mapush_keeps_its_layers():
+    layers = declared_layers(ARCHITECTURE.read_text())
+    assert [n for n, _ in layers] == list(range(8))
+    assert layer_problems(PACKAGE, layers) == []
+
+
+def test_only_the_entry_point_imports_the_cli():
+    importers = {a for a, b, _p, _n in imports_of(PACKAGE) if b == "mapush.cli"}
+    assert importers == {"mapush.__main__"}
+
+
+def test_the_layer_check_fails_on_a_planted_cycle_an_upward_import_and_a_cli_import(tmp_path):
+    """A copy of mapush/ with three planted breaches: each is named, with its file and line."""
+    import shutil
+
+    copy = tmp_path / "mapush"
+    shutil.copytree(str(PACKAGE), str(copy), ignore=shutil.ignore_patterns("__pycache__"))
+    layers = declared_layers(ARCHITECTURE.read_text())
+    assert layer_problems(copy, layers) == []
+    with open(str(copy / "errors.py"), "a") as handle:  # layer 0 -> 0, and back: a cycle
+        handle.write("\n\ndef _planted():\n    from mapush import pins  # noqa\n")
+    with open(str(copy / "pins.py"), "a") as handle:
+        handle.write("\nfrom mapush.errors import UsageError as _Planted  # noqa\n")
+    with open(str(copy / "spec.py"), "a") as handle:  # layer 1 -> layer 5, lazily
+        handle.write("\n\ndef _planted():\n    import mapush.report  # noqa\n")
+    with open(str(copy / "sweep.py"), "a") as handle:  # a command importing the CLI
+        handle.write("\nfrom mapush.cli import main as _planted  # noqa\n")
+    (copy / "newmodule.py").write_text('"""placed in no layer"""\n')
+    problems = layer_problems(copy, layers)
+    text = "\n".join(problems)
+    assert "import cycle: " in text and "mapush.errors -> mapush.pins (mapush/errors.py:" \
+        in text and "mapush.pins -> mapush.errors (mapush/pins.py:" in text, text
+    spec_lines = len((copy / "spec.py").read_text().splitlines())
+    assert ("mapush/spec.py:%d: mapush.spec (layer 1) imports mapush.report (layer 5), a "
+            "layer above" % spec_lines) in problems, text
+    sweep_lines = len((copy / "sweep.py").read_text().splitlines())
+    assert "mapush/sweep.py:%d: mapush.sweep imports the CLI (only mapush.__main__ may)" \
+        % sweep_lines in problems, text
+    assert "mapush.newmodule is in no layer of docs/architecture.md" in problems
+
+
+def test_mapush_stays_within_7000_lines():
+    lines = sum(len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py"))
+    assert lines <= 7000, "mapush/ has %d lines (wc -l); the budget is 7,000" % lines

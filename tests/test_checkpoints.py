@@ -10,8 +10,8 @@ import pytest
 
 from mapush.errors import UsageError
 from mapush.common.atomic import write_json
-from mapush.checkpoints.store import (atomic_checkpoint, latest_checkpoint, list_checkpoints,
-                                    resolve_resume)
+from mapush.checkpoints.source import resolve_resume
+from mapush.checkpoints.store import atomic_checkpoint, latest_checkpoint, list_checkpoints
 
 
 def _save(run_dir, step, payload=b"weights"):

@@ -103,28 +103,3 @@ def list_checkpoints(run_dir: Path) -> List[Tuple[int, Path, Dict[str, Any]]]:
 def latest_checkpoint(run_dir: Path) -> Optional[Tuple[int, Path, Dict[str, Any]]]:
     found = list_checkpoints(run_dir)
     return found[-1] if found else None
-
-
-def resolve_resume(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
-    """``--resume RUN_DIR_OR_CHECKPOINT`` -> ``(run_dir, checkpoint or None, meta)``, or a
-    UsageError. A run directory picks its newest complete checkpoint (a run stopped before
-    its first one resumes from step 0 with its record); a checkpoint folder must be complete
-    (have a readable ``meta.json``); an authors' results folder is not a run of ours."""
-    from mapush.checkpoints.source import RUN_CONFIG, is_upstream_run
-
-    path = Path(target)
-    if not path.exists():
-        raise UsageError("--resume %s: no such run directory or checkpoint" % target)
-    if is_upstream_run(path) or is_upstream_run(path.parent.parent):
-        raise UsageError("--resume %s is an authors' results folder, not a run of ours: "
-                         "--resume continues our runs; start a new run from its weights "
-                         "with --init-from %s" % (target, target))
-    meta = read_meta(path) if path.is_dir() else None
-    if meta is not None:
-        return path.parent.parent, path, meta
-    if path.is_dir() and (path / RUN_CONFIG).is_file():
-        latest = latest_checkpoint(path)
-        return (path, latest[1], latest[2]) if latest else (path, None, {})
-    raise UsageError("--resume %s: not a run directory (config.json) nor a complete checkpoint"
-                     " (meta.json); pass a run directory or one of its checkpoints/ folders"
-                     % target)

@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mapush.diagnostics import gpu as gpu_facts
-from mapush.diagnostics import physx_budget
+from mapush.diagnostics import gpu as gpu_facts, physx_budget
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
 from mapush.errors import ISAACGYM_HINT, MapushError

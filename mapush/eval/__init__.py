@@ -106,7 +106,7 @@ def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str,
     check_upper_object(info["object"], config)
     info["object_config"] = None  # the upper task builds its object from MQE's config
     if command_net or not info.get("command_net"):
-        from mapush.cli import resolve_command_net
+        from mapush.checkpoints.command_net import resolve_command_net
 
         info["command_net"] = resolve_command_net(command_net)
     elif not Path(info["command_net"]).is_file():

@@ -13,8 +13,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 import yaml
 
-from mapush.checkpoints.source import RUN_CONFIG, resolve
-from mapush.checkpoints.store import resolve_resume
+from mapush.checkpoints.source import RUN_CONFIG, resolve, resolve_resume
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 from mapush.spec import RunSpec
@@ -92,7 +91,7 @@ def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict
         _compare("--config", (record.get("config_override") or {}).get("source", spec.config),
                  args.config)
     if "--command-net" in given:
-        from mapush.cli import command_net_from_args
+        from mapush.checkpoints.command_net import command_net_from_args
 
         net = command_net_from_args(argparse.Namespace(**dict(vars(args), task=spec.task,
                                                               algo=spec.algo)))
