@@ -65,6 +65,34 @@ def real_mqe(upstream, tmp_path_factory):
     return {"tree": tree, "records": records, "site": upstream["site"]}
 
 
+PATCHES = REPO / "patches" / "mapush"
+DEVICE_PATCHES = ("01-", "02-", "03-")
+
+
+def prepare_tree(dest, pristine):
+    proc = subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), MAPUSH_SRC,
+                           str(dest)] + (["--pristine"] if pristine else []),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return dest
+
+
+@pytest.fixture(scope="session")
+def pristine(real_mqe, tmp_path_factory):
+    """MAPush at the pin as upstream ships it (the stand-in body added, nothing patched)."""
+    return dict(real_mqe, tree=prepare_tree(tmp_path_factory.mktemp("pristine") / "MAPush", True))
+
+
+@pytest.fixture(scope="session")
+def device_only(real_mqe, tmp_path_factory):
+    """Upstream with patches 01-03 only: what a CPU pipeline needs to run at all."""
+    tree = prepare_tree(tmp_path_factory.mktemp("device-only") / "MAPush", True)
+    for patch in sorted(PATCHES.glob("*.patch")):
+        if patch.name.startswith(DEVICE_PATCHES):
+            subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=str(tree), check=True)
+    return dict(real_mqe, tree=tree)
+
+
 def real_env(real, **extra):
     """Environment for a subprocess that runs the product over real MQE and the Isaac Gym
     stand-in, on the CPU (the contract of tests/standin/prepare_tree.py)."""

@@ -114,12 +114,50 @@ def case_obstacle_degree(n):
                 if hasattr(inner, "obstacle_collision_degree_buf") else None}
 
 
+def case_trace(n, task, obj):
+    """300 steps from the same seed and seeded random actions; each step's observations,
+    rewards and dones, and at the end the first-episode buffers and the reward terms,
+    into the .npz file MAPUSH_PROBE_OUT names."""
+    import os
+
+    import numpy as np
+
+    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3))
+    gen = torch.Generator().manual_seed(7)
+    agents = 1 if task == "go1push_upper" else env.num_agents
+    obs = env.reset()
+    trace = {"obs": [], "reward": [], "done": []}
+    forced = 0
+    for step in range(300):
+        if task == "go1push_upper" and step == 150:  # its episode is 8,000 steps: reset here
+            obs = env.reset()
+            forced += 1
+        action = torch.rand(n, agents, env.action_space.shape[0], generator=gen) * 2 - 1
+        obs, reward, done, _info = env.step(action)
+        trace["obs"].append(obs.detach().cpu().numpy().copy())
+        trace["reward"].append(reward.detach().cpu().numpy().copy())
+        trace["done"].append(done.detach().cpu().numpy().copy())
+    inner = env.env
+    out = {k: np.stack(v) for k, v in trace.items()}
+    for name in ("init_finished_buf", "init_episode_length_buf", "collision_degree_buf",
+                 "collaboration_degree_buf", "episode_length_buf"):
+        out[name] = getattr(inner, name).detach().cpu().numpy()
+    terms = getattr(env, "reward_buffer", {})
+    out["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
+    np.savez(os.environ["MAPUSH_PROBE_OUT"], **out)
+    return {"steps": 300, "resets": int(out["done"].sum()) + forced, "terms": sorted(terms),
+            "fast_step": getattr(env, "fast_step", None)}
+
+
 CASES = {
     "contact_pairs": case_contact_pairs,
     "devices_mid": lambda n: case_devices(n, "go1push_mid"),
     "devices_upper": lambda n: case_devices(n, "go1push_upper"),
     "rrt_resets": case_rrt_resets,
     "obstacle_degree": case_obstacle_degree,
+    "trace_cuboid": lambda n: case_trace(n, "go1push_mid", "cuboid"),
+    "trace_cylinder": lambda n: case_trace(n, "go1push_mid", "cylinder"),
+    "trace_upper": lambda n: case_trace(n, "go1push_upper", "cuboid"),
 }
 
 if __name__ == "__main__":

@@ -9,37 +9,11 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, MAPUSH_SRC, STANDIN, real_env
+from tests.conftest import REPO, real_env
 
 pytestmark = pytest.mark.real_mqe
 
 PROBE = REPO / "tests" / "real_mqe_probe.py"
-PATCHES = REPO / "patches" / "mapush"
-DEVICE_PATCHES = ("01-", "02-", "03-")
-
-
-def prepare(dest, pristine):
-    proc = subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), MAPUSH_SRC,
-                           str(dest)] + (["--pristine"] if pristine else []),
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return dest
-
-
-@pytest.fixture(scope="module")
-def pristine(real_mqe, tmp_path_factory):
-    """MAPush at the pin as upstream ships it (the stand-in body added, nothing patched)."""
-    return dict(real_mqe, tree=prepare(tmp_path_factory.mktemp("pristine") / "MAPush", True))
-
-
-@pytest.fixture(scope="module")
-def device_only(real_mqe, tmp_path_factory):
-    """Upstream with patches 01-03 only: what a CPU pipeline needs to run at all."""
-    tree = prepare(tmp_path_factory.mktemp("device-only") / "MAPush", True)
-    for patch in sorted(PATCHES.glob("*.patch")):
-        if patch.name.startswith(DEVICE_PATCHES):
-            subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=str(tree), check=True)
-    return dict(real_mqe, tree=tree)
 
 
 def probe(real, case, n=3, **env):
