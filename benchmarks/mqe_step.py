@@ -160,6 +160,9 @@ def _child(case):
                 "gpu_mb": torch.cuda.memory_allocated() / 2 ** 20 if cuda else None,
                 "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
             })
+            if case.get("long_file"):  # as it goes: a run cut short keeps its samples
+                with open(case["long_file"], "a") as handle:
+                    handle.write(json.dumps(long_samples[-1]) + "\n")
     print("MQE_STEP " + json.dumps({
         "case": {k: v for k, v in case.items() if k != "tree"},
         "built_s": built_s, "headline": headline, "split": split, "syncs": syncs,
@@ -285,7 +288,8 @@ def main(argv=None):
         for variant in variants:
             case = {"tree": trees[variant], "variant": variant, "task": "go1push_mid",
                     "object": "cuboid", "envs": 500, "device": args.device, "steps": 10,
-                    "chunks": 1, "warmup": args.warmup, "long_steps": args.long_steps}
+                    "chunks": 1, "warmup": args.warmup, "long_steps": args.long_steps,
+                    "long_file": str(out / ("long-%s.jsonl" % variant))}
             result, error = _run_child(case, args.timeout)
             if result is None:
                 failures.append({"case": case, "error": error})
