@@ -75,10 +75,9 @@ def test_ppo_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj):
     assert Path(patched["mapush"]["dir"]) == real_mqe["tree"]
 
 
-@pytest.mark.parametrize("algo,obj", [("happo", "cuboid"), ("mappo", "Tblock"),
-                                      ("hatrpo", "cylinder"), ("happo", "cylinder"),
-                                      ("mappo", "cuboid"), ("hatrpo", "Tblock")])
-def test_harl_trains_each_object_over_real_mqe(real_mqe, tmp_path, algo, obj):
+@pytest.mark.parametrize("algo", ["happo", "mappo", "hatrpo"])
+@pytest.mark.parametrize("obj", ["cuboid", "Tblock", "cylinder"])
+def test_harl_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj, algo):
     steps = NUM_ENVS * 10 * 2
     run, proc = train(real_mqe, tmp_path, algo, obj, steps, harl_config(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
