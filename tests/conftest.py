@@ -52,12 +52,7 @@ def real_mqe(upstream, tmp_path_factory):
     with the reason, where no MAPush tree is at hand."""
     if not MAPUSH_SRC:
         pytest.skip(NO_SRC)
-    sys.path.insert(0, str(STANDIN))
-    try:
-        from prepare_tree import prepare
-    finally:
-        sys.path.remove(str(STANDIN))
-    tree = Path(prepare(MAPUSH_SRC, str(tmp_path_factory.mktemp("mapush") / "MAPush")))
+    tree = prepare_tree(tmp_path_factory.mktemp("mapush") / "MAPush", pristine=False)
     records = tmp_path_factory.mktemp("records")
     for record in list(Path(upstream["records"]).glob("*.json")) + \
             list((tree / ".mapush-patches").glob("*.json")):
