@@ -302,7 +302,8 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
                                    "venv:\n\t@echo $(VENV) >> %s\n"
                                    % (0 if outcome == "pass" else 1, venvs))
     witness = tmp_path / "daemon.pid"
-    env = dict(os.environ, WITNESS=str(witness))
+    # MAPush is given, so .ci/run unpacks no snapshot (that step has its own tests)
+    env = dict(os.environ, WITNESS=str(witness), MAPUSH_SRC=str(tmp_path / "MAPush"))
     env.pop("MAPUSH_CI_DOCKERD_PIDFILE", None)
     proc = subprocess.run(["bash", str(work / ".ci" / "run")], env=env, capture_output=True,
                           text=True, timeout=120)
@@ -342,3 +343,50 @@ def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
     finally:
         if other.poll() is None:
             other.kill()
+
+
+# -- ci/unpack-shared-upstream.sh: MAPush at the pin for CI, checked file by file ----------
+UNPACK = CI / "unpack-shared-upstream.sh"
+
+
+def _snapshot(shared, content=b"x = 1\n"):
+    """A snapshot folder as CI finds it: mapush-<commit>.tar.gz and its SHA256SUMS."""
+    tree = shared / "src" / "MAPush"
+    (tree / "mqe").mkdir(parents=True)
+    (tree / "mqe" / "envs.py").write_bytes(content)
+    subprocess.run(["tar", "-czf", str(shared / "mapush-0e61e1b.tar.gz"), "-C",
+                    str(shared / "src"), "MAPush"], check=True)
+    digest = hashlib.sha256(content).hexdigest()
+    (shared / "mapush-0e61e1b.SHA256SUMS").write_text("%s  mqe/envs.py\n" % digest)
+    shutil.rmtree(shared / "src")
+
+
+def test_unpack_shared_upstream_from_a_relative_folder(tmp_path):
+    # CI names the snapshot folder relative to the checkout; the check runs
+    # inside the unpacked tree, so a relative SHA256SUMS path once failed CI.
+    _snapshot(tmp_path / "shared")
+    (tmp_path / "checkout").mkdir()
+    out = subprocess.run(["bash", str(UNPACK), "../shared", "build/upstream"],
+                         cwd=tmp_path / "checkout", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    src = Path(out.stdout.strip())
+    assert src == tmp_path / "checkout" / "build" / "upstream" / "MAPush"
+    assert (src / "mqe" / "envs.py").read_text() == "x = 1\n"
+
+
+def test_unpack_shared_upstream_refuses_a_file_that_does_not_match(tmp_path):
+    _snapshot(tmp_path / "shared")
+    (tmp_path / "shared" / "mapush-0e61e1b.SHA256SUMS").write_text(
+        "%s  mqe/envs.py\n" % hashlib.sha256(b"other").hexdigest())
+    out = subprocess.run(["bash", str(UNPACK), str(tmp_path / "shared"), str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout == ""
+    assert "does not match" in out.stderr
+
+
+def test_unpack_shared_upstream_without_a_snapshot_says_so_by_status(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for shared in (tmp_path / "empty", tmp_path / "absent"):
+        out = subprocess.run(["bash", str(UNPACK), str(shared), str(tmp_path / "b")],
+                             capture_output=True, text=True)
+        assert (out.returncode, out.stdout) == (3, "")
