@@ -304,8 +304,7 @@ def cell_result(sweep: Sweep, cell: Dict[str, Any], args: argparse.Namespace
     options = argparse.Namespace(num_envs=args.eval_envs, seed=CALCULATOR_SEED,
                                  sim_device=sweep.grid["sim_device"],
                                  rl_device=sweep.grid["rl_device"])
-    code, result, last = evaluate(describe_request(str(latest[1]), options), options,
-                                  echo=True)
+    code, result, last = evaluate(describe_request(str(latest[1]), options), options, echo=True)
     return result if result is not None else {"error": last or "exit status %d" % code}
 
 

@@ -146,6 +146,7 @@ def test_an_empty_run_dir_is_fine(upstream, tmp_path):
     ("ppo", "no_such_key: 1\n", "no_such_key"),
     ("happo", "train:\n  no_such_key: 1\n", "no_such_key"),
     ("happo", "train:\n  episode_length: 200\n", "less than one rollout"),
+    ("ppo", "episode_length: 200\n", "less than one rollout"),  # it once trained a rollout
 ])
 def test_bad_input_creates_no_folder(upstream, tmp_path, algo, yaml_text, needle):
     config = tmp_path / "bad.yaml"

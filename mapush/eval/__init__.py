@@ -186,8 +186,7 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
 
 
 def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
-    """Where a high-level checkpoint's RRT figures go under ``folder``:
-    ``rrt/<checkpoint>/``."""
+    """Where a high-level checkpoint's RRT figures go under ``folder``: ``rrt/<checkpoint>/``."""
     return str(Path(folder).resolve() / "rrt" / Path(info["checkpoint"]).name)
 
 

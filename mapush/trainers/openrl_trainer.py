@@ -70,10 +70,12 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
 
 
 def planned_updates(spec: RunSpec, resume_meta: Dict[str, Any]) -> int:
-    """Updates the run will train (0: nothing left); checks the config first (run in the
-    parent, before the run folder exists)."""
+    """Updates the run will train (0: nothing left); run in the parent before the folder exists."""
     per_update = int(parse_config(spec, spec.config).episode_length) * int(spec.num_envs)
-    return max(1, int(spec.steps) // per_update) - int(resume_meta.get("step", 0)) // per_update
+    if not resume_meta.get("step") and int(spec.steps) < per_update:  # as HARL's plan()
+        raise UsageError("--steps %d is less than one rollout (episode_length x --num-envs = "
+                         "%d steps): raise --steps" % (spec.steps, per_update))
+    return int(spec.steps) // per_update - int(resume_meta.get("step", 0)) // per_update
 
 
 def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
@@ -356,8 +358,7 @@ def train(ctx: RunContext) -> int:
 
     logger = RunLogger(cfg, spec)
     write_json(ctx.run_dir / RESOLVED_CONFIG, plain_config(cfg))
-    callback = RunCallback(ctx, logger, cfg, adapter.parallel_env_num, start_step,
-                           start_update)
+    callback = RunCallback(ctx, logger, cfg, adapter.parallel_env_num, start_step, start_update)
     trained = False
     try:
         agent.train(total_time_steps=total_updates * per_update, logger=logger,
