@@ -209,6 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", metavar="DIR",
                         help="where the page and its PNGs go (default: RUN/report)")
 
+    exp = sub.add_parser("export", help="a checkpoint as a self-contained policy: TorchScript "
+                                        "and ONNX, policy.json, the locomotion policy")
+    source = exp.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", metavar="RUN", help="a run directory: its newest checkpoint")
+    source.add_argument("--checkpoint", metavar="PATH", help="a checkpoint folder or .pt file")
+    exp.add_argument("--format", choices=("torchscript", "onnx", "both"), default="both")
+    exp.add_argument("--out", metavar="DIR", help="default: RUN/export/<checkpoint>/, or "
+                                                  "runs/export/<checkpoint>/ outside a run")
+    exp.add_argument("--object", help="the object, where the checkpoint does not record it")
+
     pipe = sub.add_parser("pipeline", help="the whole method for one object: mid level, its "
                                            "eval, high level on the best, its eval")
     pipe.add_argument("--object", default="cuboid",
@@ -427,7 +437,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
 COMMANDS = {
     "doctor": "mapush.diagnostics.doctor", "smoke": "mapush.smoke",
     "eval": "mapush.eval", "report": "mapush.report", "sweep": "mapush.sweep",
-    "pipeline": "mapush.pipeline", "reproduce": "mapush.reproduce",
+    "pipeline": "mapush.pipeline", "reproduce": "mapush.reproduce", "export": "mapush.export",
 }
 
 

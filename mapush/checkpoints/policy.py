@@ -73,11 +73,12 @@ def file_digest(path: Path) -> Dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": sha256(path)}
 
 
-def load_module(checkpoint: Any, device: Any, what: str) -> Any:
+def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) -> Any:
     """The whole OpenRL module in ``checkpoint`` (a folder holding ``module.pt``, or the
     file: ours or the authors'); what cannot be read, or a file that does not match the
     size and sha256 its ``meta.json`` recorded, is one UsageError that names the problem
-    (e.g. Isaac Gym's bindings outside the image)."""
+    (e.g. Isaac Gym's bindings outside the image). ``lenient``: classes that cannot be
+    imported (Isaac Gym's ``SimType`` in the config) are stood in for, on the CPU."""
     path = module_path(checkpoint)
     if not path.is_file():
         raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "
@@ -87,7 +88,7 @@ def load_module(checkpoint: Any, device: Any, what: str) -> Any:
         raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
                          "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
     try:
-        module = _torch_load(path, device)
+        module = _lenient_load(path) if lenient else _torch_load(path, device)
     except ImportError as exc:
         missing = getattr(exc, "name", None) or str(exc)
         raise UsageError("%s %s: unpickling it needs the module %s, which is missing here "
