@@ -18,7 +18,7 @@ from mapush.pins import load_pins
 # patches/apply writes one record per component here in the image (docker/Dockerfile).
 DEFAULT_PATCH_RECORD_DIR = "/opt/mapush-env/patch-records"
 _DISTRIBUTIONS = ("torch", "torchvision", "openrl", "gymnasium", "gym", "numpy", "isaacgym",
-                  "jsonargparse", "harl", "tensorboard")
+                  "jsonargparse", "harl", "tensorboard", "onnx", "onnxruntime")
 
 
 def patch_record_dir() -> Path:

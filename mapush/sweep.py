@@ -1,22 +1,12 @@
 """``mapush sweep``: a grid of runs (algorithms x objects x seeds), one run per grid cell.
 
-Two executors, both built on what users already have:
-
-- ``local`` (a workstation): one run per GPU at a time, each started by the runner command
-  (``make sweep``: ``docker compose run`` with only that GPU visible; bare ``mapush``
-  otherwise) with ``CUDA_VISIBLE_DEVICES`` set to the GPU, the rest queued until a GPU is
-  free. This is a worker pool over ``subprocess``, not a scheduler: no priorities, no
-  fairness, no retries; each GPU takes the next cell when its run ends.
-- ``slurm`` (a cluster): the grid becomes one Slurm job array, ``cluster/sweep.sbatch``, one
-  array task per cell with one GPU; Slurm queues, places, preempts and requeues them. On
-  preemption or a time limit, Slurm's SIGTERM (``--signal``) reaches the run, which writes
-  its checkpoint; the script requeues the task, which resumes it.
-
-``runs/sweeps/<name>/sweep.json`` records the grid and each cell's run directory, state
-(pending, running, done, stopped, failed), exit status and times; each cell's run directory
-holds ``cell.json`` with its own state, which the Slurm tasks write. Run again, finished
-cells are skipped and interrupted ones resume from their newest checkpoint (``--resume``).
-Ctrl-C stops every running cell: each writes its final checkpoint, and the sweep exits 0.
+Executors: ``local``, a worker pool over ``subprocess`` (one run per GPU at a time, each
+with ``CUDA_VISIBLE_DEVICES`` set, the rest queued; no priorities, no retries), and
+``slurm``, one job array (``cluster/sweep.sbatch``) whose tasks resume after preemption
+(docs/cluster.md). ``runs/sweeps/<name>/sweep.json`` records the grid and each cell's run
+directory, state and times; each run directory holds the ``cell.json`` its task writes. Run
+again, finished cells are skipped and interrupted ones resume (``--resume``); Ctrl-C stops
+every running cell with a final checkpoint, and the sweep exits 0.
 """
 import argparse
 import itertools

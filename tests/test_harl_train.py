@@ -107,7 +107,7 @@ for i in range(2):
 critic = VCritic(args, spaces.Box(-np.inf, np.inf, (16,), np.float32), device=torch.device("cpu"))
 critic.critic.load_state_dict(torch.load(str(ckpt / "critic_agent.pt")))
 env = types.SimpleNamespace(num_agents=2, observation_space=obs_space, action_space=act_space)
-act = load_actor(ckpt, env, "cpu")
+act = load_actor(ckpt, "cpu")
 obs = np.random.RandomState(0).randn(5, 2, 8).astype(np.float32)
 ours = act(obs)
 theirs = np.stack([fresh[i].act(obs[:, i], np.zeros((5, 1, args["hidden_sizes"][-1]), np.float32),

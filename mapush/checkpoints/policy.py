@@ -1,16 +1,9 @@
 """Reading policy checkpoints: ours (PPO and HARL) and the authors' published ``module.pt``.
 
-An OpenRL checkpoint is the whole ``PPOModule`` pickled with ``torch.save`` (OpenRL's
-``agent.save``; the authors' ``results/<run>/checkpoints/rl_model_<N>_steps/module.pt`` are
-the same). Unpickling one needs what was importable when it was saved: ``openrl``, ``gym``
-(its spaces), ``jsonargparse`` (its config namespace) and, because the config holds Isaac
-Gym's ``SimType``, ``isaacgym._bindings.linux-x86_64.gym_38`` (docs/upstream.md). In the
-image all of them are there; anywhere else :func:`load_module` names the one that is missing
-in one line.
-
-:func:`input_dim` reads a checkpoint's input dim without any of them (a lenient unpickler
-stands in for missing classes and only the tensors' shapes are read), so the parent process
-can check a checkpoint against an object's obs dim before a simulation starts. HARL
+An OpenRL checkpoint is the whole ``PPOModule`` pickled (OpenRL's ``agent.save``, as the
+authors' are); unpickling it needs openrl, gym, jsonargparse and Isaac Gym's ``gym_38``
+bindings (docs/upstream.md), so :func:`load_module` names the one missing in one line, and
+:func:`input_dim` reads a checkpoint's input dim without them (a lenient unpickler). HARL
 checkpoints hold plain state dicts (``actor_agent<i>.pt``).
 """
 import hashlib

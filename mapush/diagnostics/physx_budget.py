@@ -1,36 +1,13 @@
 """PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5.
 
 Upstream allocates ``2**23 * 5`` contact pairs whatever the number of envs; on an 8 GB GPU
-that out-of-memory inside PhysX shows up as a bare segfault (incident 000). Here the buffer is
-sized from what the envs can need, with a margin, within a share of the free GPU memory.
-
-The estimate (docs/lifecycle.md explains it at length):
-
-* Contacts an env can need: every collision shape of the env touching up to
-  ``PARTNERS_PER_SHAPE`` others (the terrain mesh and neighbours), with up to
-  ``POINTS_PER_PAIR`` contact points per pair (a PhysX contact manifold holds at most 4).
-  The actors of an env come from the object's config (:class:`mapush.objects.ObjectFacts`,
-  ``mqe/envs/npc/go1_object.py:95-120``): ``env.num_agents`` Go1 robots of 23 collision
-  shapes each (MAPush's ``resources/robots/go1/urdf/go1.urdf``, self-collisions enabled;
-  2 for cuboid and Tblock, 3 for the cylinder), the object (1 shape), the target area and
-  the upper task's final target (no collision shape unless their ``*_collision`` is set),
-  and ``env.num_obs`` obstacles (1 shape each); the walls are part of the terrain mesh.
-  For the cuboid that is 47 * 3 * 4 = 564 contacts per env; with the x4 margin ~2250 per
-  env, the same order as legged_gym's note beside the 2**23 default ("2**24 needed for
-  8000 envs").
-* Memory per contact pair: PhysX documents its GPU contact buffers in
-  ``PxgDynamicsMemoryConfig`` (the struct Isaac Gym fills from ``max_gpu_contact_pairs``):
-  contact and patch streams, double-buffered in pinned host memory,
-  ``2 * sizeof(PxContact)`` (16 B) plus ``2 * sizeof(PxContactPatch)`` (64 B) = 160 B per
-  pair, plus the device-side copies and force buffers. We count 256 B per pair, all of it
-  against free GPU memory. Check against incident 000: upstream's 2**23 * 5 pairs cost 10 GiB
-  and cannot fit on an 8 GB card; 2**23 pairs cost 2 GiB and ran 200 envs there.
-  Sources: https://nvidia-omniverse.github.io/PhysX/physx/5.1.2/_build/physx/latest/struct_pxg_dynamics_memory_config.html
-  and Isaac Gym Preview 4 docs, ``PhysXParams.max_gpu_contact_pairs`` /
-  ``default_buffer_size_multiplier``.
-
-``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` overrides the budget: the config then keeps upstream's
-2**23 and the mapush patch in ``base_task.py`` multiplies it.
+PhysX's out-of-memory is a bare segfault (incident 000). Here the buffer is sized from what
+the envs can need (every collision shape of an env, its actors read from the object's config
+as ``mqe/envs/npc/go1_object.py:95-120`` builds them, touching ``PARTNERS_PER_SHAPE`` others
+with ``POINTS_PER_PAIR`` points), times a margin, within a share of the free GPU memory.
+docs/lifecycle.md ("PhysX contact-buffer budget") gives the estimate and its sources.
+``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` overrides it: the config keeps upstream's 2**23 and the
+mapush patch in ``base_task.py`` multiplies it.
 """
 import math
 import os

@@ -1,29 +1,12 @@
 """Training statistics of the paper's metrics, computed on the env's device in bounded windows.
 
-Over every episode that finishes (EpisodeStats): success rate and finished time, from the
-per-step signals MQE keeps current for every episode: the termination mask and
-``finished_buf``. One implementation serves both adapters. A step only records those two
-signals into a preallocated ``(capacity, 2, num_envs)`` device buffer: two copy kernels, no
-host sync. When the buffer is full, or when the statistics are read, all pending steps are
-folded in at once, vectorised over time (``cummax`` for episode starts), and the finished
-episodes are scattered into fixed-size ring buffers (slot ``size`` is a scratch slot that
-absorbs the writes of envs that did not finish). The GPU benchmark (benchmarks/README.md)
-showed that a per-step update of ~40 small kernels was almost all of the adapters' cost;
-batching made it a few. Only :meth:`EpisodeStats.summary`, called at logging time, copies to
-the host. Nothing grows with the number of steps: this is the fix for incident 001's Python
-lists that ate the GPU over hours.
-
-Definitions, as MAPush's calculator mode uses them (``openrl_ws/test.py:136-142``):
-- success: ``finished_buf`` of the env when its episode ended;
-- finished time: episode length x ``dt`` for a success, ``max_episode_length`` x ``dt`` else.
-
-Collision and collaboration degree cannot be had per episode: MQE counts them in
-``collision_degree_buf`` / ``collaboration_degree_buf`` only until each env's first reset and
-never resets them (``mqe/envs/field/legged_robot_field.py:24-31,204-230``), and the collision
-counter moves only when the task has obstacles (line 216; go1push_mid has none). Training
-therefore logs them, read as the calculator reads them, under names that say so:
-:func:`first_episode_degrees` (``metrics/first_episode/*``). ``mapush eval`` is MAPush's
-calculator itself.
+One implementation serves both adapters: each step copies MQE's termination mask and
+``finished_buf`` into a preallocated device buffer (no host sync); full or read, it is folded
+into fixed-size ring buffers, vectorised over time. Only :meth:`EpisodeStats.summary` copies
+to the host, and nothing grows with the steps (incident 001). The definitions (MAPush's
+calculator, ``openrl_ws/test.py:136-142``) and why collision and collaboration degree are
+first-episode figures (``mqe/envs/field/legged_robot_field.py:24-31,204-230``) are in
+docs/architecture.md, "Training statistics".
 """
 from typing import Any, Dict
 

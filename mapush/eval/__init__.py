@@ -8,10 +8,10 @@ stderr); ``--run DIR`` evaluates every checkpoint of a run into ``DIR/eval.jsonl
 line per checkpoint, rewritten atomically after each) with a progress bar on stderr.
 
 Each checkpoint is evaluated in a fresh child process (:mod:`mapush.eval.calculator`, given
-an :class:`mapush.spec.EvalSpec` as a file): Isaac
-Gym must be imported before torch, the calculator's first-episode buffers exist once per
-simulation, a crash in PhysX is reported instead of killing the command, and the child
-leaves with ``os._exit`` (Isaac Gym can segfault in interpreter teardown).
+an :class:`mapush.spec.EvalSpec` as a file): Isaac Gym must be imported before torch, the
+calculator's first-episode buffers exist once per simulation, a crash in PhysX is reported
+instead of killing the command, and the child leaves with ``os._exit`` (Isaac Gym can
+segfault in interpreter teardown).
 """
 import argparse
 import json

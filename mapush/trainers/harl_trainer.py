@@ -16,11 +16,11 @@ import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import yaml
 
-from mapush.errors import MapushError, UsageError
+from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint
@@ -363,10 +363,9 @@ def _close(runner: Any) -> None:
 
 
 # --------------------------------------------------------------------------- eval
-def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], Any]:
-    """Deterministic policy of a HARL checkpoint: ``act(obs)`` maps numpy obs
-    ``(n_envs, n_agents, obs_dim)`` to numpy actions ``(n_envs, n_agents, act_dim)``.
-    ``env`` is the MQE env or the HARL adapter (for the spaces and the agent count)."""
+def harl_actors(checkpoint_dir: Any, device: Any) -> Tuple[List[Any], Dict[str, Any]]:
+    """HARL's actors of a checkpoint (``actor_agent<i>.pt``) rebuilt with its run's
+    ``harl_config.json``, their spaces read off the weights; ``(actors, model args)``."""
     import numpy as np
     import torch
     from gym import spaces
@@ -375,27 +374,33 @@ def load_actor(checkpoint_dir: Any, env: Any, device: Any) -> Callable[[Any], An
     path = Path(checkpoint_dir)
     found = [c for c in (path / HARL_CONFIG, path.parent.parent / HARL_CONFIG) if c.is_file()]
     if not found:
-        raise MapushError("%s: no %s (not a HARL checkpoint of mapush train?)"
-                          % (path, HARL_CONFIG))
+        raise UsageError("%s: a HARL checkpoint without its run's %s; use one inside its run "
+                         "folder (RUN/checkpoints/<name>/)" % (path, HARL_CONFIG))
     config = json.loads(found[0].read_text())
-    algo = config["main_args"]["algo"]
-    algo_args = config["algo_args"]
-    n_agents = int(getattr(env, "n_agents", getattr(env, "num_agents", 0)))
-    obs_spaces, act_spaces = [list(space) if isinstance(space, (list, tuple))
-                              else [space] * n_agents
-                              for space in (env.observation_space, env.action_space)]
-    args = dict(algo_args["model"], **algo_args["algo"])
-    device = torch.device(device)
+    args = dict(config["algo_args"]["model"], **config["algo_args"]["algo"])
     actors = []
-    for i in range(n_agents):
-        obs_space = spaces.Box(-np.inf, np.inf, shape=obs_spaces[i].shape, dtype=np.float32)
-        actor = ALGO_REGISTRY[algo](args, obs_space, act_spaces[i], device=device)
-        actor.actor.load_state_dict(torch.load(str(path / ("actor_agent%d.pt" % i)),
-                                               map_location=device))
+    for i in range(len(list(path.glob("actor_agent*.pt")))):
+        state = torch.load(str(path / ("actor_agent%d.pt" % i)), map_location=device)
+        obs_dim = next(t.shape[1] for n, t in state.items() if n.endswith("weight") and t.dim() == 2)
+        act_dim = next(t.shape[0] for n, t in state.items() if n.endswith("fc_mean.weight"))
+        actor = ALGO_REGISTRY[config["main_args"]["algo"]](
+            args, spaces.Box(-np.inf, np.inf, (int(obs_dim),), np.float32),
+            spaces.Box(-1.0, 1.0, (int(act_dim),), np.float32), device=torch.device(device))
+        actor.actor.load_state_dict(state)
         actor.prep_rollout()
         actors.append(actor)
-    recurrent_n = int(algo_args["model"]["recurrent_n"])
-    hidden = int(algo_args["model"]["hidden_sizes"][-1])
+    return actors, config["algo_args"]["model"]
+
+
+def load_actor(checkpoint_dir: Any, device: Any) -> Callable[[Any], Any]:
+    """Deterministic policy of a HARL checkpoint: ``act(obs)`` maps numpy obs
+    ``(n_envs, n_agents, obs_dim)`` to numpy actions ``(n_envs, n_agents, act_dim)``."""
+    import numpy as np
+    import torch
+
+    actors, model = harl_actors(checkpoint_dir, device)
+    n_agents = len(actors)
+    recurrent_n, hidden = int(model["recurrent_n"]), int(model["hidden_sizes"][-1])
     memory = {}  # type: Dict[str, Any]
 
     @torch.no_grad()
@@ -422,6 +427,6 @@ def load_policy(checkpoint: Path, env: Any, spec: RunSpec) -> Callable[[Any], An
     """The policy of ``checkpoint`` that ``mapush eval`` drives: obs -> env actions."""
     import torch
 
-    actor = load_actor(checkpoint, env, spec.rl_device)
+    actor = load_actor(checkpoint, spec.rl_device)
     return lambda obs: torch.as_tensor(actor(obs), dtype=torch.float32, device=env.device)
 
