@@ -139,7 +139,7 @@ ifneq ($(filter resume,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)/config.json),,error: RUN='$(RUN)' is not a run (no config.json; e.g. make resume RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make resume RUN=runs/<task>/<object>/<algo>/<run>))
 $(call _check,$(if $(STEPS),$(call _uint,STEPS,,1000000)))
 endif
-ifneq ($(filter eval video report,$(MAKECMDGOALS)),)
+ifneq ($(filter eval video report export,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
 endif
 # Host checks (docker/host-check.sh prereqs) before any Docker call, in one pass: Compose v2
@@ -148,9 +148,9 @@ endif
 # sha256 if any) and BuildKit. One `error:` line for each that is missing, exit 2. Skipped by
 # `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
-_COMPOSE_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell sweep \
+_COMPOSE_GOALS := train resume eval video export pipeline reproduce doctor smoke-test shell sweep \
 	sweep-report tensorboard tensorboard-stop compose-check
-_IMAGE_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell sweep \
+_IMAGE_GOALS := train resume eval video export pipeline reproduce doctor smoke-test shell sweep \
 	sweep-report sif
 # $(call _prereqs,COMPOSE 0/1,BUILD always/if-missing/never) -> the last error line, or empty
 _prereqs = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' \
@@ -190,8 +190,8 @@ help: ## list the targets and their variables
 	@echo "    GPU=$(GPU)  host GPU index the container gets"
 	@echo "    RUN_DIR=$(or $(RUN_DIR),(empty: runs/<task>/<object>/<algo>/seed<seed>-<time>))"
 	@echo "    EXTRA='$(EXTRA)'  more mapush options, e.g. '--config my.yaml' (continue a run: make resume RUN=...)"
-	@echo "    RUN=$(or $(RUN),(empty; make resume, eval, video and report need it: RUN=runs/...))"
-	@echo "    CHECKPOINT=$(or $(CHECKPOINT),(empty: RUN's newest; make video))"
+	@echo "    RUN=$(or $(RUN),(empty; make resume, eval, video, export and report need it: RUN=runs/...))"
+	@echo "    CHECKPOINT=$(or $(CHECKPOINT),(empty: RUN's newest; make video, make export))"
 	@echo "    MID=$(or $(MID),(empty: the published command net; TASK=go1push_upper's mid level))"
 	@echo "    STACK=$(STACK)  one of: $(STACKS) (cu121: the authors' torch $(CU121_TORCH_VERSION))"
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
@@ -310,6 +310,10 @@ eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
 .PHONY: video
 video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/videos/*.mp4
 	$(COMPOSE) run --rm train mapush eval --checkpoint $(or $(CHECKPOINT),$(RUN)) --video $(EXTRA)
+
+.PHONY: export
+export: image ## RUN's newest checkpoint (or CHECKPOINT) as TorchScript + ONNX into RUN/export/
+	$(COMPOSE) run --rm train mapush export $(if $(CHECKPOINT),--checkpoint $(CHECKPOINT),--run $(RUN)) $(EXTRA)
 
 # make report runs on the host: no image, no GPU, no Docker. HOST_VENV is a virtualenv with
 # this checkout installed by pip (pyproject.toml's dependencies: matplotlib, tqdm, ...).

@@ -91,11 +91,11 @@ TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "de
 # the defaults and choices cli.yaml names ("$NAME"), and its help texts' "{NAME}"
 CONSTANTS = {
     "ALGOS": ALGOS, "DEFAULT_ALGO": DEFAULT_ALGO, "TASKS": TASKS, "MID": MID, "UPPER": UPPER,
-    "MID_ONLY": (MID,), "DEFAULT_STEPS": DEFAULT_STEPS, "SMOKE_NUM_ENVS": SMOKE_NUM_ENVS,
+    "MID_ONLY": (MID,), "DEFAULT_DEVICE": "cuda:0", "DEFAULT_STEPS": DEFAULT_STEPS,
     "DEFAULT_CHECKPOINT_INTERVAL": DEFAULT_CHECKPOINT_INTERVAL, "CALCULATOR_SEED": CALCULATOR_SEED,
     "MID_NUM_ENVS": TRAIN_NUM_ENVS[MID], "UPPER_NUM_ENVS": TRAIN_NUM_ENVS[UPPER],
     "CALCULATOR_NUM_ENVS": CALCULATOR_NUM_ENVS, "PUBLISHED_COMMAND_NET": PUBLISHED_COMMAND_NET,
-    "TWO_ALGOS": ",".join(ALGOS[:2]), "trainers": ", ".join(
+    "SMOKE_NUM_ENVS": SMOKE_NUM_ENVS, "TWO_ALGOS": ",".join(ALGOS[:2]), "trainers": ", ".join(
         "%s via %s" % ("/".join(a.upper() for a in t.algos), t.label.split()[0]) for t in TRAINERS),
 }  # type: Dict[str, Any]
 
@@ -119,10 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=_resolved("help", command["help"]))
         group = None
         for flags, keywords in command["options"].items():
-            if flags == "devices":  # --sim-device and --rl-device, as every simulating command
-                for flag, text in zip(("--sim-device", "--rl-device"), keywords):
-                    cmd.add_argument(flag, type=device, default="cuda:0", help=text)
-                continue
             keywords = {k: _resolved(k, v) for k, v in keywords.items()}
             in_group = keywords.pop("group", None)
             if in_group and group is None:

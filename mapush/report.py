@@ -129,9 +129,8 @@ def build(run: Path, out: Path) -> Path:
         panels.append({"title": title, "image": name})
 
     records = read_evaluated(run)
-    their_table = {}  # type: Dict[int, Dict[str, float]]
-    if theirs_run is not None:
-        their_table = parse_success_rate((theirs_run / SUCCESS_FILE).read_text())
+    their_table = parse_success_rate((theirs_run / SUCCESS_FILE).read_text()) \
+        if theirs_run is not None else {}  # type: Dict[int, Dict[str, float]]
     if records:
         _say("drawing eval.png (%d checkpoints)" % len(records))
         draw_eval(plt, out / "eval.png", records, their_table)
@@ -150,10 +149,12 @@ def build(run: Path, out: Path) -> Path:
         eval_command="make eval RUN=%s  (mapush eval --run %s)" % (run, run),
         videos=[v.name for v in videos],
         video_dir=os.path.relpath(str(run / "videos"), str(out)),
-        video_command="make video RUN=%s  (mapush eval --checkpoint %s --video)" % (run, run))
-    images = [p["image"] for p in panels] + (["eval.png"] if records else [])
+        video_command="make video RUN=%s  (mapush eval --checkpoint %s --video)" % (run, run),
+        exports=[p.parent.name for p in sorted(run.glob("export/*/policy.json"))],
+        export_dir=os.path.relpath(str(run / "export"), str(out)), export_command="make export "
+        "RUN=%s  (mapush export --run %s)" % (run, run))
     write_text(out / PAGE, page)
-    _say("%s (%d images, %d videos)" % (out / PAGE, len(images), len(videos)))
+    _say("%s (%d images, %d videos)" % (out / PAGE, len(panels) + bool(records), len(videos)))
     return out / PAGE
 
 

@@ -190,6 +190,20 @@ def test_eval_needs_an_existing_run_under_runs(sandbox):
         "compose --env-file env/pins.env run --rm train mapush eval --run runs/a"
 
 
+def test_export_needs_a_run_and_passes_it_or_the_checkpoint(sandbox):
+    proc = stubbed(sandbox, ["export"])
+    assert proc.returncode == 2 and "error: RUN is not set" in proc.stderr
+    assert docker_calls(sandbox) == []
+    (sandbox / "runs" / "a").mkdir(parents=True)
+    proc = stubbed(sandbox, ["export", "RUN=runs/a"])
+    assert proc.returncode == 0, proc.stderr
+    assert docker_calls(sandbox)[-1] == \
+        "compose --env-file env/pins.env run --rm train mapush export --run runs/a"
+    proc = stubbed(sandbox, ["export", "RUN=runs/a", "CHECKPOINT=runs/a/checkpoints/c"])
+    assert docker_calls(sandbox)[-1] == "compose --env-file env/pins.env run --rm train " \
+        "mapush export --checkpoint runs/a/checkpoints/c"
+
+
 def test_build_without_the_tarball_says_where_to_get_it_and_where_to_put_it(sandbox):
     proc = stubbed(sandbox, ["build"])
     assert proc.returncode == 2
