@@ -4,14 +4,18 @@ What ``mapush eval`` acts with (OpenRL's or HARL's deterministic ``act``: ``base
 LayerNorm included, then the Gaussian's mean), checked against the checkpoint's own ``act``
 before the folder appears, with ``policy.json`` (``export_layout.yaml``, cited at the pin)."""
 import argparse
+import importlib.util
 import inspect
 import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
+import numpy as np
+import torch
 import yaml
 
 from mapush.checkpoints.command_net import resolve_command_net
@@ -34,8 +38,6 @@ Net = Tuple[Any, Callable[[Any], Any]]  # (obs -> action module, the checkpoint'
 def _wrap(net: Any) -> Any:
     """OpenRL's PolicyNetwork and HARL's StochasticPolicy alike: ``base`` then
     ``act(features, None, deterministic=True)``."""
-    import torch
-
     if hasattr(net, "rnn") or getattr(net, "_mixed_obs", 0) or getattr(net, "_use_influence_policy", 0):
         raise UsageError("a recurrent or mixed-input policy cannot be exported as obs -> action")
 
@@ -50,36 +52,34 @@ def _wrap(net: Any) -> Any:
     return Deterministic().eval()
 
 
-def _openrl(file: Path) -> Net:
-    import numpy as np
+def _net(net: Any, act: Callable[..., Any], rnn: Tuple[int, ...]) -> Net:
+    """OpenRL's ``module.act`` and HARL's ``actor.act`` take the same positional arguments."""
+    return _wrap(net), lambda obs: act(obs, np.zeros((len(obs),) + rnn, np.float32), np.ones(
+        (len(obs), 1), np.float32), None, deterministic=True)[0]
 
+
+def _openrl(file: Path) -> Net:
     module = load_module(file, "cpu", "--checkpoint", lenient=True)  # no Isaac Gym needed
-    hidden = module.models["policy"].hidden_size
-    return _wrap(module.models["policy"]), lambda obs: module.act(
-        obs, np.zeros((len(obs), 1, hidden), np.float32), np.ones((len(obs), 1), np.float32),
-        deterministic=True)[0]
+    return _net(module.models["policy"], module.act, (1, module.models["policy"].hidden_size))
 
 
 def _harl(folder: Path) -> List[Net]:
-    import numpy as np
-
     from mapush.trainers.harl_trainer import harl_actors
 
     actors, model = harl_actors(folder, "cpu")
     rnn = (int(model["recurrent_n"]), int(model["hidden_sizes"][-1]))
-    return [(_wrap(actor.actor), lambda obs, actor=actor: actor.act(
-        obs, np.zeros((len(obs),) + rnn, np.float32), np.ones((len(obs), 1), np.float32), None,
-        deterministic=True)[0]) for actor in actors]
+    return [_net(actor.actor, actor.act, rnn) for actor in actors]
 
 
-def _write(name: str, pair: Net, formats: str, folder: Path, seed: int) -> Dict[str, Any]:
-    """``name.pt`` / ``name.onnx``, each loaded back and checked against the checkpoint."""
-    import numpy as np
-    import torch
-
+def _write(name: str, pair: Net, formats: str, folder: Path, seed: int,
+           seen: Any) -> Dict[str, Any]:
+    """``name.pt``/``.onnx``, loaded back and checked on random and rollout (``seen``) obs."""
     net, reference = pair
     obs_dim = next(m for m in net.modules() if isinstance(m, torch.nn.Linear)).in_features
-    obs = np.random.RandomState(seed).standard_normal((SAMPLES, obs_dim)).astype(np.float32)
+    rollout = seen.reshape(-1, obs_dim).astype(np.float32) if not isinstance(seen, str) else \
+        np.zeros((0, obs_dim), np.float32)
+    obs = np.concatenate([np.random.RandomState(seed).standard_normal(
+        (SAMPLES, obs_dim)).astype(np.float32), rollout])
     with torch.no_grad():
         expected = torch.as_tensor(reference(obs)).cpu().numpy()
         example, produced = torch.zeros(2, obs_dim), {}  # type: Any, Dict[str, Any]
@@ -88,8 +88,7 @@ def _write(name: str, pair: Net, formats: str, folder: Path, seed: int) -> Dict[
             loaded = torch.jit.load(str(folder / (name + ".pt")))
             produced[name + ".pt"] = loaded(torch.from_numpy(obs)).numpy()
     if formats in ("onnx", "both"):
-        import onnxruntime
-
+        import onnxruntime  # checked by plan()
         legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters \
             else {}  # torch >= 2.9 defaults to the dynamo exporter
         torch.onnx.export(net, example, str(folder / (name + ".onnx")), input_names=["obs"],
@@ -100,8 +99,7 @@ def _write(name: str, pair: Net, formats: str, folder: Path, seed: int) -> Dict[
         produced[name + ".onnx"] = session.run(None, {"obs": obs})[0]
     files = {}
     for file, actions in produced.items():
-        # float32 keeps ~7 digits: an action of 100 moves by 1e-5 when a sum's order changes,
-        # so the tolerance is relative above 1 (numpy's allclose with atol = rtol)
+        # relative above 1: float32's ~7 digits move an action of 100 by 1e-5 (docs/export.md)
         excess = float((np.abs(actions - expected) - TOLERANCE * (1 + np.abs(expected))).max())
         if not excess <= 0:
             raise MapushError("%s: its actions miss the checkpoint's by %.3g beyond the "
@@ -110,6 +108,7 @@ def _write(name: str, pair: Net, formats: str, folder: Path, seed: int) -> Dict[
                        "max_abs_error": float(np.abs(actions - expected).max())}
     return {"obs_dim": obs_dim, "action_dim": int(expected.shape[1]), "files": files,
             "parity": {"observations": SAMPLES, "of": "standard normal, seed %d" % seed,
+                       "rollout": len(rollout) if len(rollout) else seen,
                        "tolerance": "|a - b| <= %g * (1 + |b|)" % TOLERANCE}}
 
 
@@ -147,6 +146,28 @@ def _locomotion(folder: Path) -> Dict[str, Any]:
     return _cited(spec, files=files)
 
 
+def _rollout(checkpoint: Path, task: str, args: argparse.Namespace) -> Any:
+    """What the policy sees in a short evaluation rollout (``mapush eval``'s child), or why
+    there is none: no simulation here, or an object the checkpoint does not name."""
+    from mapush.eval import describe_checkpoint, evaluate
+
+    if importlib.util.find_spec("isaacgym") is None:
+        return "no simulation here (Isaac Gym is not installed)"
+    options = argparse.Namespace(task=task, object=args.object, object_config=None, seed=0,
+                                 command_net=None, num_envs=4, sim_device=args.sim_device,
+                                 rl_device=args.rl_device)
+    try:
+        info = describe_checkpoint(checkpoint, options)
+    except UsageError as exc:
+        return "no rollout: %s" % exc
+    with tempfile.TemporaryDirectory(prefix="mapush-export-") as folder:
+        info["observations"] = str(Path(folder) / "obs.npy")
+        code, _result, last = evaluate(info, options)
+        if code != 0:
+            raise MapushError("the rollout for the parity check failed: %s" % last)
+        return np.load(info["observations"])
+
+
 def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     """``(checkpoint, out, run or None)``; every bad input is refused here, before a write."""
     checkpoint = resolve(args.run or args.checkpoint, "--run" if args.run else "--checkpoint")
@@ -160,6 +181,8 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
                              "run or outside any run" % (args.out, parent))
     if out.is_file():
         raise UsageError("--out %s is a file; pass a folder" % out)
+    if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:
+        raise UsageError("--format %s needs onnxruntime: pip install '.[export]'" % args.format)
     return checkpoint, out, run
 
 
@@ -177,11 +200,16 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
     if task == UPPER:
         command_net = Path(resolve_command_net(source.get("command_net")))
         nets.append(("command_net", _openrl(module_path(command_net))))
+    seen = _rollout(checkpoint, task, args)
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(str(partial), ignore_errors=True)
     partial.mkdir(parents=True)
     try:
-        networks = {name: _write(name, net, args.format, partial, seed)
+        views = [seen if isinstance(seen, str) or library != "harl" else seen[:, :, i]
+                 for i in range(len(nets))]
+        if task == UPPER:
+            views[-1] = "the upper wrapper keeps the command net's observations inside"
+        networks = {name: _write(name, net, args.format, partial, seed, views[seed])
                     for seed, (name, net) in enumerate(nets)}
         record = {
             "task": task, "object": source.get("object") or "unknown: pass --object",

@@ -1,21 +1,12 @@
 """``mapush pipeline``: MAPush's whole method for one object, in four resumable stages.
 
-1. ``mid``: train the mid-level pushing policy (PPO, ``--task go1push_mid``);
-2. ``eval-mid``: evaluate every mid-level checkpoint (MAPush's calculator);
-3. ``upper``: train the high-level controller (``--task go1push_upper``) on the best
-   mid-level checkpoint by eval success rate (ties: the later one);
-4. ``eval-upper``: evaluate the high level, the full hierarchy.
-
-A training stage is ``mapush train --spec <dir>/specs/<stage>.json`` in a child process, so
-it gets everything a run gets (preflight, crash diagnosis, atomic checkpoints, a final
-checkpoint on Ctrl-C or SIGTERM); an eval stage calls :func:`mapush.eval.evaluate_run`,
-which starts one calculator child per checkpoint.
-``<dir>/pipeline.json`` records each stage's state (pending, running, done, stopped,
-failed), times, exit status and result, rewritten atomically. Run again, finished stages
-are skipped and an interrupted training stage resumes from its newest checkpoint. The high
-level pushes MQE's 1.2 x 1.2 box whatever the mid level pushed
-(``go1_push_upper_config.py:20``), so every object but the cuboid is refused before anything
-starts (:func:`mapush.spec.check_upper_object`).
+``mid`` (PPO on ``go1push_mid``), ``eval-mid`` (every mid checkpoint), ``upper``
+(``go1push_upper`` on the best mid checkpoint by success rate; ties: the later one) and
+``eval-upper``. A training stage is ``mapush train --spec <dir>/specs/<stage>.json`` in a
+child (preflight, crash diagnosis, a final checkpoint on a stop); an eval stage is
+:func:`mapush.eval.evaluate_run`. ``<dir>/pipeline.json`` records each stage's state, times
+and result; run again, finished stages are skipped and a stopped one resumes. Only the
+cuboid is accepted (``go1_push_upper_config.py:20``, :func:`mapush.spec.check_upper_object`).
 """
 import argparse
 import json

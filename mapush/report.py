@@ -1,14 +1,9 @@
 """``mapush report RUN``: one page a person can look at, ``RUN/report/index.html``.
 
-From what the run already holds: its TensorBoard events (``logs/``, read without TensorBoard
-by :mod:`mapush.events`), ``eval.jsonl``, ``videos/`` and ``config.json``. The curves are
-PNGs beside the page, drawn with matplotlib's headless Agg backend: reward terms, success
-rate and finished time, the trainer's losses, env steps per second, GPU memory. When the
-MAPush tree holds the authors' run for the same object and task
-(``$MAPUSH_ROOT/results/<run>/``, see :mod:`mapush.checkpoints.source`), their TensorBoard
-curves (``logs/<term>/``, tags without our ``reward/``/``train/`` prefix) and the success
-rates of their ``success_rate.txt`` are drawn on the same axes. Whatever the run does not
-have yet (no eval, no video) is named on the page with the command that makes it.
+From what the run holds (TensorBoard events, ``eval.jsonl``, ``videos/``, ``export/``,
+``config.json``), with the authors' curves and ``success_rate.txt`` for the same object
+where ``$MAPUSH_ROOT/results`` has them (README, "Seeing the policy"); what the run lacks
+is named with the command that makes it.
 """
 import argparse
 import json

@@ -1,19 +1,12 @@
 """``mapush reproduce``: the authors' published checkpoints, evaluated beside their table.
 
-For each object, the authors' results folder under ``$MAPUSH_ROOT/results`` (the one whose
-``task/config.py`` loads that object; the newest by name if several) gives the checkpoints
-``rl_model_<N>_steps`` and the figures MAPush's calculator printed for them into
-``success_rate.txt``. Each checkpoint is evaluated as they did: calculator mode, 300 envs,
-seed 0 (``task/<object>/train.sh`` runs ``openrl_ws/test.py --num_envs 300`` without
-``--seed``: OpenRL's config parser defaults it to 0, ``openrl/configs/config.py:32``, and
-MQE's ``make_env`` seeds with it, ``mqe/utils/helpers.py:255``), with the object config the
-run was trained with (its ``task/config.py``).
-
-``table.json`` and ``table.md`` (in ``--out``, default ``runs/reproduce``) are rewritten
-atomically after every checkpoint: per object and checkpoint, our four metrics, theirs and
-the difference. A success rate more than 3 binomial standard deviations from theirs
-(``3 * sqrt(p * (1 - p) / n)``, p theirs, n our envs: about 0.085 at 300 envs) is flagged,
-and the command then exits 1.
+Per object, the authors' results folder under ``$MAPUSH_ROOT/results`` (the newest whose
+``task/config.py`` loads it) gives ``rl_model_<N>_steps`` and their ``success_rate.txt``.
+Each checkpoint is evaluated as they did (README, "The authors' checkpoints"): 300 envs,
+seed 0 (OpenRL's default, ``openrl/configs/config.py:32``, which MQE's ``make_env`` seeds
+with, ``mqe/utils/helpers.py:255``) and the run's own object config. ``table.json`` and
+``table.md`` are rewritten atomically after every checkpoint; a success rate more than
+3 binomial standard deviations (``3 * sqrt(p * (1 - p) / n)``) from theirs exits 1.
 """
 import argparse
 import math

@@ -126,6 +126,7 @@ class EvalSpec(SpecFile):
     figures: Optional[str] = None
     video: Optional[Dict[str, Any]] = None
     progress: bool = False
+    observations: Optional[str] = None  # mapush export: a short rollout's observations (.npy)
 
 
 def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:

@@ -1,14 +1,10 @@
 """Episode videos of env 0, streamed to an H.264 encoder frame by frame.
 
-MQE's camera (``record_video``; ``mqe/envs/base/legged_robot.py:1171-1212``) renders env 0
-each step once ``start_recording()`` was called, appends the frame to ``env.video_frames``
-and, when env 0 resets, hands the episode's frames over as ``complete_video_frames`` and
-stops until recording starts again. Holding a whole episode is what must not happen here:
-an 8000-step high-level episode at 1080x1080 RGBA is 37 GB. So after every step the frames
-are taken out of ``video_frames`` as they come and written to ffmpeg (imageio-ffmpeg, pinned
-in the lock: H.264 in MP4, ``yuv420p``, which browsers play); the list stays empty, so MQE
-keeps recording episode after episode. Each episode's file is written under a temporary
-name and renamed to ``<prefix>-ep<k>-<success|fail>.mp4`` when env 0's episode ends.
+MQE's camera (``record_video``; ``mqe/envs/base/legged_robot.py:1171-1212``) appends env 0's
+frame to ``env.video_frames`` each step and hands an episode over when env 0 resets. A whole
+8000-step high-level episode at 1080x1080 would be 37 GB, so each frame is taken out as it
+comes and written to ffmpeg (imageio-ffmpeg: H.264 MP4, ``yuv420p``); each episode's file is
+renamed to ``<prefix>-ep<k>-<success|fail>.mp4`` when it ends.
 """
 import os
 from pathlib import Path

@@ -99,6 +99,9 @@ def check_export(out, checkpoint, obs_dim, stems, upstream, tmp_path):
             assert isinstance(entry["max_abs_error"], float)
         assert network["parity"]["observations"] == 1000
         assert network["parity"]["tolerance"] == "|a - b| <= 1e-05 * (1 + |b|)"
+        assert network["parity"]["rollout"] == (
+            "the upper wrapper keeps the command net's observations inside"
+            if stem == "command_net" else "no simulation here (Isaac Gym is not installed)")
     obs = np.random.RandomState(7).uniform(-3, 3, (64, obs_dim)).astype(np.float32)
     np.save(str(tmp_path / "obs.npy"), obs)
     proc = subprocess.run([sys.executable, "-I", "-c", STANDALONE % (BLOCKED,), str(out),
@@ -290,3 +293,33 @@ def test_the_report_links_the_export_once_there_is_one(upstream, trained, tmp_pa
     links = [l.split('"')[0] for l in text.split('href="')[1:]]
     assert "No export yet" not in text and len(links) == 2
     assert all((page.parent / link).is_file() for link in links), links
+
+
+# -- where a simulation runs: the observations of a rollout too ----------------------------
+@pytest.mark.real_mqe
+@pytest.mark.parametrize("rel, stems, rollout", [
+    ("results/10-15-23_cylinder", ["policy"], 50 * 4 * 3),
+    ("resources/goals_net/example.pt", ["policy", "command_net"], 50 * 4),
+])
+def test_the_export_is_checked_on_a_rollout_where_mqe_runs(real_mqe, tmp_path, rel, stems,
+                                                           rollout):
+    from tests.conftest import real_env
+
+    out = tmp_path / "out"
+    proc = run_mapush(["export", "--checkpoint", real_mqe["tree"] / rel, "--out", out] + CPU,
+                      real_env(real_mqe), cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    networks = json.loads((out / "policy.json").read_text())["networks"]
+    assert networks["policy"]["parity"]["rollout"] == rollout
+    if "command_net" in stems:
+        assert "inside" in networks["command_net"]["parity"]["rollout"]
+
+
+def test_each_harl_agent_is_checked_on_its_own_rollout_observations(upstream, trained,
+                                                                    tmp_path):
+    out = tmp_path / "out"
+    proc = run_mapush(["export", "--run", trained["happo"], "--out", out] + CPU,
+                      double_env(upstream), cwd=tmp_path)  # the double simulates
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    networks = json.loads((out / "policy.json").read_text())["networks"]
+    assert [networks["agent%d" % i]["parity"]["rollout"] for i in (0, 1)] == [50 * 4, 50 * 4]

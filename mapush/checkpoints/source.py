@@ -1,13 +1,10 @@
 """Which checkpoint a path means, and what it was trained on: ours or the authors'.
 
-Ours: ``<run>/checkpoints/<name>/`` with ``meta.json``, the run's ``config.json`` naming
-algorithm, task and object, and the run's copy of its object config at
-``<run>/task/config.py``. The authors' (MAPush at the pin, ``results/10-15-23_<object>/``):
-``checkpoints/rl_model_<N>_steps/module.pt`` (PPO through OpenRL), no ``meta.json``, the
-object config they trained with at ``task/config.py``, and their calculator's output in
-``success_rate.txt``. The object is never assumed: it comes from our config.json, or from
-the object config (the URDF it loads, :func:`mapush.objects.read_object_name`), or from
-``--object``.
+Ours: ``<run>/checkpoints/<name>/`` with ``meta.json``, the run's ``config.json`` and its
+object config at ``<run>/task/config.py``. The authors' (``results/10-15-23_<object>/``):
+``checkpoints/rl_model_<N>_steps/module.pt``, no ``meta.json``, their object config at
+``task/config.py`` and ``success_rate.txt``. The object is never assumed: our config.json,
+the object config's URDF (:func:`mapush.objects.read_object_name`) or ``--object``.
 """
 import json
 import re

@@ -1,12 +1,8 @@
 """``mapush doctor`` and the preflight of ``mapush train``: check the machine before a run.
 
-Each check says ok / warn / fail / skip, and for a problem the fix. The seeds lost days to
-failures that were knowable before the simulation started (no GPU in the container, torch
-without kernels for the GPU, PhysX buffers larger than the GPU's memory); ``mapush train``
-runs the same checks first and stops on a failure instead of segfaulting minutes later.
-
-This process never imports Isaac Gym (the training child does): Isaac Gym is probed in a
-subprocess, and GPU facts come from nvidia-smi and a torch subprocess (``gpu.gather``).
+Each check says ok / warn / fail / skip, and for a problem the fix: what the seeds lost days
+to was knowable before the simulation started. This process never imports Isaac Gym: it is
+probed in a subprocess, and GPU facts come from nvidia-smi and a torch subprocess.
 """
 import importlib.util
 import json

@@ -1,14 +1,9 @@
 """HARL's logger for ``mapush``: the paper's metrics, reward terms and speed to TensorBoard.
 
-HARL builds loggers from ``LOGGER_REGISTRY`` without the env; incident 001's logger crashed on
-``self.envs``. Here the trainer hands the env in with :meth:`MAPushLogger.attach` right after
-the runner is built, and :meth:`init` refuses to start without it. Per-step work is a few
-tensor ops on the arrays HARL already has (no Python loop over envs, nothing that grows); the
-env statistics are read once per log interval.
-
-Tags (shared with the OpenRL trainer): ``metrics/<name>`` (success rate and finished time
-over finished episodes, ``metrics/first_episode/<name>`` for the degrees), ``reward/<term>``,
-``perf/env_steps_per_s``, ``train/<loss>`` (mean over agents; ``train/agent<i>/<loss>`` each).
+HARL builds loggers without the env (incident 001's logger crashed on ``self.envs``): the
+trainer hands it in with :meth:`MAPushLogger.attach`, and :meth:`init` refuses to start
+without it. Per step, a few tensor ops; the env statistics are read once per log interval.
+The tags, shared with the OpenRL trainer, are listed in docs/harl.md.
 """
 import os
 import sys

@@ -124,6 +124,7 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
 # The eval child's own folders for what the simulation writes (the PhysX budget): readers
 # never write into the run they read (only eval.jsonl, videos/ and report/ are theirs).
 _SCRATCH = []  # type: List[str]
+ROLLOUT_STEPS = 50
 
 
 def _scratch() -> str:
@@ -154,7 +155,18 @@ def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
         # the one right before the calculator (test.py:107,113,132-133; ppo_net.py:67,
         # rl_agent.py:183), by the switch of patches/mapush/04. Training never plans.
         env.rrt_planning = True
-    if video:
+    if request.observations:  # what the policy sees in a short rollout (mapush export)
+        import numpy as np
+        import torch
+
+        torch.set_grad_enabled(False)  # this child only evaluates
+        obs, seen = env.reset(), []  # type: Any, List[Any]
+        for _ in range(ROLLOUT_STEPS):
+            seen.append(obs.detach().cpu().numpy())
+            obs = env.step(policy(seen[-1]))[0]
+        np.save(request.observations, np.stack(seen))
+        metrics = {"observations": request.observations, "steps": ROLLOUT_STEPS}
+    elif video:
         metrics = record(env, policy, Path(video["folder"]), checkpoint.name,
                          int(video["episodes"]))
     else:
