@@ -1,17 +1,23 @@
-"""HARL's non-physics time per vector step, pristine (``train.device_rollout: false``,
-HARL's numpy path) against patched (``true``, patches/harl/05), side by side in one run.
+"""HARL's non-physics time per vector step, pristine (HARL without ``patches/harl/05``: its
+own numpy path) against patched (patch 05 with ``train.device_rollout: true``), in one run.
 
 Each (algorithm, envs, path) runs in its own child process: the real
 ``mapush.trainers.harl_trainer.train`` over the GPU double (``benchmarks/shim``), with the
 same outermost-call clock as ``train_bench`` around the double's ``step`` (synchronized
-before and after). Per training iteration (a rollout of ``episode_length`` vector steps and
-the update after it), non-physics time = wall time minus the double's own time; the first
-iteration is warm-up. Per row: ``device``, ``envs``, ``algo``, ``pristine_ms_per_step``,
-``patched_ms_per_step`` (median over the timed iterations), ``ratio``, ``peak_gpu_mb``
+before and after). The pristine child imports HARL from ``--pristine-site`` (patches 01-04
+only, ``tests.upstream.site_without(..., "05-")``), the patched one from ``--site``. Per
+training iteration (a rollout of ``episode_length`` vector steps and the update after it),
+non-physics time = wall time minus the double's own time; the last iteration is not timed
+(its span ends at the next one's first step). The first ``--warmup`` (10) timed iterations
+are dropped; of the rest (at least 20: ``--iterations`` 31) each row gives the median and
+the interquartile range: ``device``, ``envs``, ``algo``, ``pristine_ms_per_step``, ``pristine_iqr_ms``,
+``patched_ms_per_step``, ``patched_iqr_ms``, ``ratio`` (of the medians), ``peak_gpu_mb``
 (``torch.cuda.max_memory_allocated`` of each path) and the device memory growth after
-warm-up. Paths alternate per size, so drift affects both alike.
+warm-up. The order of the two paths alternates from one (algorithm, envs) to the next, so a
+drift of the host affects both alike.
 
-    python benchmarks/harl_rollout.py --site .bench_site/site --records .bench_site/records \
+    python benchmarks/harl_rollout.py --site .bench_site/site \
+        --pristine-site .bench_site/pristine-site --records .bench_site/records \
         --out $OUT/harl-gpu-rollout.json [--sizes 200,500,4096] [--algos happo,mappo,hatrpo]
 """
 import argparse
@@ -22,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -82,6 +88,13 @@ def child(algo: str, num_envs: int, device_rollout: bool, iterations: int, out: 
     Path(out).write_text(json.dumps(result, indent=1))
 
 
+def summary(values: List[float], warmup: int) -> Tuple[float, float]:
+    """(median, interquartile range) of the iterations after ``warmup``."""
+    timed = values[warmup:]
+    quartiles = statistics.quantiles(timed, n=4)
+    return statistics.median(timed), quartiles[2] - quartiles[0]
+
+
 def run_one(algo: str, envs: int, device_rollout: bool, iterations: int, site: str,
             records: str, logs: Path, timeout: float) -> Dict[str, Any]:
     name = "%s-%d-%s" % (algo, envs, "patched" if device_rollout else "pristine")
@@ -100,55 +113,63 @@ def main(argv: List[str]) -> int:
         child(algo, int(envs), device_rollout == "1", int(iterations), out)
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--site", required=True)
+    p.add_argument("--site", required=True, help="openrl and HARL with every patch")
+    p.add_argument("--pristine-site", required=True, help="HARL without patches/harl/05")
     p.add_argument("--records", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", default="200,500,4096")
     p.add_argument("--algos", default="happo")
-    p.add_argument("--iterations", type=int, default=4, help="the first is warm-up")
+    p.add_argument("--iterations", type=int, default=31,
+                   help="training iterations per path; each but the last is timed (it ends at "
+                        "the next one's first step), the first --warmup of them dropped")
+    p.add_argument("--warmup", type=int, default=10, help="the first iterations, dropped")
     p.add_argument("--timeout", type=float, default=300.0)
     args = p.parse_args(argv)
     logs = Path(args.out).parent / "harl-rollout-logs"
     logs.mkdir(parents=True, exist_ok=True)
+    if args.iterations - 1 - args.warmup < 20:
+        p.error("--iterations %d with --warmup %d leaves fewer than 20 timed iterations"
+                % (args.iterations, args.warmup))
     rows, errors = [], []
-    for envs in [int(s) for s in args.sizes.split(",") if s]:
-        for algo in [a for a in args.algos.split(",") if a]:
-            got = {}
-            for device_rollout in (False, True):
-                start = time.time()
-                result = run_one(algo, envs, device_rollout, args.iterations, args.site,
-                                 args.records, logs, args.timeout)
-                print("%s %d %s: %.0fs %s" % (
-                    algo, envs, "patched" if device_rollout else "pristine",
-                    time.time() - start, result.get("error") or
-                    "non-physics %s; rollout %s ms/step; update %s ms" % tuple(
-                        [round(x, 2) for x in result[k]] for k in (
-                            "non_physics_ms_per_step", "rollout_ms_per_step", "update_ms"))),
-                    flush=True)
-                if "error" in result:
-                    errors.append(result["error"])
-                got[device_rollout] = result
-            if "error" in got[False] or "error" in got[True]:
-                continue
-            pristine = statistics.median(got[False]["non_physics_ms_per_step"][1:] or
-                                         got[False]["non_physics_ms_per_step"])
-            patched = statistics.median(got[True]["non_physics_ms_per_step"][1:] or
-                                        got[True]["non_physics_ms_per_step"])
-            rows.append({
-                "device": got[True]["device"], "envs": envs, "algo": algo,
-                "pristine_ms_per_step": round(pristine, 3),
-                "patched_ms_per_step": round(patched, 3),
-                "ratio": round(patched / pristine, 3),
-                "peak_gpu_mb": round(got[True]["peak_gpu_mb"], 1),
-                "pristine_peak_gpu_mb": round(got[False]["peak_gpu_mb"], 1),
-                "double_ms_per_step": round(got[True]["double_ms_per_step"], 3),
-                "device_memory_growth_mb": {
-                    "pristine": got[False]["memory_growth"]["device_allocated_mb"],
-                    "patched": got[True]["memory_growth"]["device_allocated_mb"]},
-                "iterations_ms_per_step": {
-                    "pristine": [round(x, 3) for x in got[False]["non_physics_ms_per_step"]],
-                    "patched": [round(x, 3) for x in got[True]["non_physics_ms_per_step"]]},
-            })
+    cells = [(envs, algo) for envs in [int(s) for s in args.sizes.split(",") if s]
+             for algo in [a for a in args.algos.split(",") if a]]
+    for index, (envs, algo) in enumerate(cells):
+        got = {}
+        for device_rollout in ((False, True) if index % 2 == 0 else (True, False)):
+            start = time.time()
+            result = run_one(algo, envs, device_rollout, args.iterations,
+                             args.site if device_rollout else args.pristine_site,
+                             args.records, logs, args.timeout)
+            print("%s %d %s: %.0fs %s" % (
+                algo, envs, "patched" if device_rollout else "pristine",
+                time.time() - start, result.get("error") or
+                "non-physics median %.2f ms/step, IQR %.2f" % summary(
+                    result["non_physics_ms_per_step"], args.warmup)), flush=True)
+            if "error" in result:
+                errors.append(result["error"])
+            got[device_rollout] = result
+        if "error" in got[False] or "error" in got[True]:
+            continue
+        pristine, pristine_iqr = summary(got[False]["non_physics_ms_per_step"], args.warmup)
+        patched, patched_iqr = summary(got[True]["non_physics_ms_per_step"], args.warmup)
+        rows.append({
+            "device": got[True]["device"], "envs": envs, "algo": algo,
+            "order": "pristine first" if index % 2 == 0 else "patched first",
+            "warmup": args.warmup,
+            "timed": len(got[True]["non_physics_ms_per_step"]) - args.warmup,
+            "pristine_ms_per_step": round(pristine, 3), "pristine_iqr_ms": round(pristine_iqr, 3),
+            "patched_ms_per_step": round(patched, 3), "patched_iqr_ms": round(patched_iqr, 3),
+            "ratio": round(patched / pristine, 3),
+            "peak_gpu_mb": round(got[True]["peak_gpu_mb"], 1),
+            "pristine_peak_gpu_mb": round(got[False]["peak_gpu_mb"], 1),
+            "double_ms_per_step": round(got[True]["double_ms_per_step"], 3),
+            "device_memory_growth_mb": {
+                "pristine": got[False]["memory_growth"]["device_allocated_mb"],
+                "patched": got[True]["memory_growth"]["device_allocated_mb"]},
+            "iterations_ms_per_step": {
+                "pristine": [round(x, 3) for x in got[False]["non_physics_ms_per_step"]],
+                "patched": [round(x, 3) for x in got[True]["non_physics_ms_per_step"]]},
+        })
     Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     for error in errors:
         print("error: %s" % error, file=sys.stderr)

@@ -115,6 +115,22 @@ def build_patched_site(tmp: Path) -> Dict[str, Path]:
     return {"site": site, "records": records}
 
 
+def site_without(tmp: Path, skipped: str) -> Path:
+    """``<tmp>/site`` with ``openrl/`` patched and ``harl/`` patched but for the patches whose
+    names start with ``skipped`` (e.g. ``"05-"``: HARL as it is without the device rollout),
+    each applied with ``patch -p1`` as ``patches/apply`` applies it."""
+    site, records = Path(tmp) / "site", Path(tmp) / "records"
+    site.mkdir(parents=True)
+    copy_openrl(site)
+    extract_harl(site)
+    apply("openrl", site, records)
+    for patch in sorted((APPLY.parent / "harl").glob("*.patch")):
+        if not patch.name.startswith(skipped):
+            subprocess.run(["patch", "-p1", "-s", "-d", str(site), "-i", str(patch)],
+                           check=True, timeout=60)
+    return site
+
+
 def patched_mapush(src: Path, *roots: Path) -> None:
     """Copy MAPush's pinned files from the checkout ``src`` into each of ``roots`` (checked
     against env/upstream.sha256), then apply patches/mapush to the last one."""
