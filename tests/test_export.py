@@ -4,7 +4,6 @@ ONNX on a host without Isaac Gym; the files loaded back in a process that cannot
 mapush, openrl, harl, gym or isaacgym, and their actions compared with the checkpoint's own
 deterministic ``act``; ``policy.json``'s layout checked line by line against MAPush at the
 pin; bad input refused before anything is written."""
-import argparse
 import hashlib
 import json
 import shutil
@@ -233,20 +232,29 @@ def test_a_checkpoint_trained_here_exports_into_its_run(upstream, trained, tmp_p
                                    rtol=1e-5, atol=1e-5)
 
 
-def test_a_mismatch_is_refused_and_leaves_nothing(upstream, trained, tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(upstream["site"]))
-    from mapush import export
-    from mapush.errors import MapushError
+MISMATCH = r"""
+import sys
+from mapush import export
+from mapush.cli import main
+real = export._openrl
+def shifted(file):
+    net, reference = real(file)
+    return net, lambda obs: reference(obs) + 1e-3  # the checkpoint's actions, moved
+export._openrl = shifted
+sys.exit(main(sys.argv[1:]))
+"""
 
-    real = export._openrl
-    monkeypatch.setattr(export, "_openrl", lambda file: (
-        real(file)[0], lambda obs, ref=real(file)[1]: ref(obs) + 1e-3))
+
+def test_a_mismatch_is_refused_and_leaves_nothing(upstream, trained, tmp_path):
+    # in a child process: importing openrl here would leave the patched copy in sys.modules
     out = tmp_path / "out"
-    args = argparse.Namespace(run=str(trained["ppo"]), checkpoint=None, out=str(out),
-                              format="both", object=None)
-    with pytest.raises(MapushError, match="beyond the tolerance; nothing was exported"):
-        export.export(args)
-    assert not out.exists() and list(tmp_path.iterdir()) == []
+    proc = subprocess.run([sys.executable, "-c", MISMATCH, "export", "--run", trained["ppo"],
+                           "--out", out], env=host_env(upstream, REPO), cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-3000:]
+    assert "beyond the tolerance; nothing was exported" in errors[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- bad input: one line, exit 2, nothing written -----------------------------------------
