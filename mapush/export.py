@@ -97,11 +97,10 @@ def _write(name: str, pair: Net, formats: str, folder: Path, seed: int,
         session = onnxruntime.InferenceSession(str(folder / (name + ".onnx")),
                                                providers=["CPUExecutionProvider"])
         produced[name + ".onnx"] = session.run(None, {"obs": obs})[0]
-    files = {}
+    # relative to each observation's largest action above 1: float32 keeps ~7 digits of the
+    # hidden layer all actions share (docs/export.md); one scale for every file
+    files, scale = {}, 1 + np.abs(expected).max(axis=1, keepdims=True)
     for file, actions in produced.items():
-        # relative to each observation's largest action above 1: float32 keeps ~7 digits of
-        # the hidden layer all actions share (docs/export.md)
-        scale = 1 + np.abs(expected).max(axis=1, keepdims=True)
         excess = float((np.abs(actions - expected) - TOLERANCE * scale).max())
         if not excess <= 0:
             raise MapushError("%s: its actions miss the checkpoint's by %.3g beyond the "
