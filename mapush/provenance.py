@@ -94,7 +94,6 @@ def provenance() -> Dict[str, Any]:
         "patches": patch_records(),
         "mapush_root": os.environ.get("MAPUSH_ROOT", "/opt/mapush"),
         "contact_pairs_multiplier_env": os.environ.get("MAPUSH_CONTACT_PAIRS_MULTIPLIER"),
-        "mqe_fast_step_env": os.environ.get("MAPUSH_MQE_FAST_STEP"),  # patches/mapush/06
         # the GPUs this run was given (a sweep cell gets exactly one)
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }  # type: Dict[str, Any]

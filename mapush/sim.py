@@ -208,9 +208,10 @@ class _PhaseGym(object):
         return marked
 
 
-def make_env(spec: RunSpec, num_envs: Optional[int] = None,
-             contact_pairs: Optional[int] = None) -> Tuple[Any, Any]:
-    """Create the MQE env of the spec: ``(env, env_cfg)`` as ``make_mqe_env`` returns them."""
+def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optional[int] = None,
+             fast_step: bool = True) -> Tuple[Any, Any]:
+    """Create the MQE env of the spec: ``(env, env_cfg)`` as ``make_mqe_env`` returns them;
+    ``fast_step`` False (the ``--config`` key ``mqe_fast_step``) runs upstream's mid step."""
     import_isaacgym()
     from isaacgym import gymapi
 
@@ -224,5 +225,11 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None,
     obj_cfg = load_object_config(spec.object, path=spec.object_config) \
         if spec.task == MID else None
     args = build_args(spec, num_envs)
-    return mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
+    made = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
         spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))
+    if hasattr(made[0], "fast_step"):  # the mid wrapper (patches/mapush/06)
+        made[0].fast_step = bool(fast_step)
+        if not fast_step:
+            print("mapush: mqe_fast_step is false: MQE's mid step as upstream ships it",
+                  file=sys.stderr)
+    return made

@@ -122,7 +122,8 @@ def case_trace(n, task, obj):
 
     import numpy as np
 
-    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3))
+    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3),
+                          fast_step=os.environ.get("MAPUSH_PROBE_FAST_STEP") != "0")
     gen = torch.Generator().manual_seed(7)
     agents = 1 if task == "go1push_upper" else env.num_agents
     obs = env.reset()

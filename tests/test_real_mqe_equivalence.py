@@ -5,7 +5,8 @@ cuboid, the cylinder and the high level; the logged reward terms agree to float 
 
 Upstream's code is run twice: as upstream ships it with only the device patches 01-03
 (pristine MQE makes tensors on "cuda" and cannot run on a CPU pipeline at all), and as the
-patched tree with the switch off (MAPUSH_MQE_FAST_STEP=0)."""
+patched tree with the switch off (``sim.make_env(..., fast_step=False)``, what the
+``--config`` key ``mqe_fast_step: false`` does)."""
 import json
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def trace(real, case, out, **env):
 @pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder", "trace_upper"])
 def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path, case):
     fast, ours = trace(real_mqe, case, tmp_path / "fast.npz")
-    off, switched_off = trace(real_mqe, case, tmp_path / "off.npz", MAPUSH_MQE_FAST_STEP=0)
+    off, switched_off = trace(real_mqe, case, tmp_path / "off.npz", MAPUSH_PROBE_FAST_STEP=0)
     _, upstream = trace(device_only, case, tmp_path / "upstream.npz")
     if case != "trace_upper":  # the mid wrapper carries the switch
         assert fast["fast_step"] is True and off["fast_step"] is False

@@ -152,3 +152,40 @@ def test_command_net_of_another_object_is_refused_for_the_upper_task(real_mqe, t
     line = one_error(refused)
     assert "Tblock" in line and "cuboid" in line, line
     assert not upper.exists()
+
+
+UPSTREAM_STEP = "mqe_fast_step is false: MQE's mid step as upstream ships it"
+
+
+def fast_step_config(folder, algo, value):
+    folder.mkdir(parents=True, exist_ok=True)
+    if algo == "ppo":
+        config = ppo_config(folder)
+        config.write_text(config.read_text() + "mqe_fast_step: %s\n" % value)
+    else:
+        config = harl_config(folder)
+        config.write_text(config.read_text() + "env:\n  mqe_fast_step: %s\n" % value)
+    return config
+
+
+@pytest.mark.parametrize("algo", ["ppo", "happo"])
+def test_the_config_key_mqe_fast_step_runs_upstreams_step(real_mqe, tmp_path, algo):
+    """patches/mapush/06's one switch is a --config key of either trainer: false reaches
+    the mid wrapper (the line), the run's resolved config records it, true (the default)
+    does not print it, and a value that is not a boolean is refused in one line before the
+    run folder exists."""
+    steps = NUM_ENVS * (20 if algo == "ppo" else 10)
+    for value in ("false", "true"):
+        run, proc = train(real_mqe, tmp_path / value, algo, "cuboid", steps,
+                          fast_step_config(tmp_path / value, algo, value))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert (UPSTREAM_STEP in proc.stderr) == (value == "false")
+        resolved = json.loads((run / ("openrl_config.json" if algo == "ppo" else
+                                      "harl_config.json")).read_text())
+        recorded_value = resolved["mqe_fast_step"] if algo == "ppo" else \
+            resolved["env_args"]["mqe_fast_step"]
+        assert recorded_value is (value == "true")
+    run, proc = train(real_mqe, tmp_path / "bad", algo, "cuboid", steps,
+                      fast_step_config(tmp_path / "bad", algo, '"no"'))
+    assert "mqe_fast_step" in one_error(proc)
+    assert not run.exists()

@@ -472,13 +472,3 @@ def test_make_resume_passes_no_make_default_and_train_points_at_it(tmp_path):
         assert proc.returncode == 2 and "RUN='runs/nope' is not a run" in proc.stderr
     finally:
         shutil.rmtree(str(Path(__file__).resolve().parent.parent / run))
-
-
-def test_the_record_says_how_mqe_stepped(monkeypatch):
-    """patches/mapush/06's switch is part of what ran: config.json's provenance holds it."""
-    from mapush.provenance import provenance
-
-    monkeypatch.setenv("MAPUSH_MQE_FAST_STEP", "0")
-    assert provenance()["mqe_fast_step_env"] == "0"
-    monkeypatch.delenv("MAPUSH_MQE_FAST_STEP")
-    assert provenance()["mqe_fast_step_env"] is None

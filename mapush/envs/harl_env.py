@@ -52,7 +52,8 @@ class MAPushHARLEnv(object):
                                steps=0, seed=int(given("seed", 1)), run_dir=".",
                                sim_device=str(given("sim_device", "cuda:0")),
                                rl_device=str(given("rl_device", "cuda:0")))
-            env, _cfg = make_env(spec, num_envs=spec.num_envs)
+            env, _cfg = make_env(spec, num_envs=spec.num_envs,
+                                 fast_step=self.env_args.get("mqe_fast_step", True))
         self.env = env
         self.device = torch.device(str(env.device))
         # train.device_rollout (patches/harl/05): tensors on the policy's device instead of

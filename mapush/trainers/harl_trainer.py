@@ -106,6 +106,9 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
         if value not in choices:
             raise UsageError("--config %s: env.%s %r is not one of %s"
                              % (spec.config, key, value, ", ".join(choices)))
+    if not isinstance(config["env"].get("mqe_fast_step", True), bool):
+        raise UsageError("--config %s: env.mqe_fast_step %r is not true or false"
+                         % (spec.config, config["env"]["mqe_fast_step"]))
     if config["eval"].get("use_eval") or config["render"].get("use_render"):
         raise UsageError("--config %s: eval.use_eval and render.use_render are not supported "
                          "for MAPush; use 'mapush eval --checkpoint'" % spec.config)

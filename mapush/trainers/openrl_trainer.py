@@ -52,6 +52,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     ``--config`` YAML. A bad YAML is a UsageError naming the file."""
     parser = create_config_parser()
     parser.exit_on_error = False
+    parser.add_argument("--mqe_fast_step", type=bool, default=True)  # mapush.sim.make_env
     argv = ["--config", str(SHIPPED_CONFIG)]
     if spec.task in TASK_CONFIGS:
         argv += ["--config", str(TASK_CONFIGS[spec.task])]
@@ -323,7 +324,7 @@ class RunCallback(CheckpointCallback):
 def train(ctx: RunContext) -> int:
     spec = ctx.spec
     cfg = openrl_config(spec, spec.config)
-    env, _env_cfg = sim.make_env(spec)
+    env, _env_cfg = sim.make_env(spec, fast_step=cfg.mqe_fast_step)
     adapter = OpenRLEnv(env)
     device = torch.device(spec.rl_device)
     net = PPONet(adapter, cfg=cfg, device=device)
