@@ -158,7 +158,10 @@ def _child(case):
             long_samples.append({
                 "step": done, "ms_per_step": (time.perf_counter() - t0) / 500 * 1e3,
                 "gpu_mb": torch.cuda.memory_allocated() / 2 ** 20 if cuda else None,
-                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+                "gpu_reserved_mb": torch.cuda.memory_reserved() / 2 ** 20 if cuda else None,
+                "rss_mb": int(open("/proc/self/statm").read().split()[1])
+                * os.sysconf("SC_PAGE_SIZE") / 2.0 ** 20,  # resident now
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
             })
             if case.get("long_file"):  # as it goes: a run cut short keeps its samples
                 with open(case["long_file"], "a") as handle:
