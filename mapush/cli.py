@@ -57,12 +57,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _int(kind: str, minimum: int):  # type: ignore[no-untyped-def]
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-            if value >= minimum:
-                return value
-        except ValueError:
-            pass
+        if re.match(r"^\s*[-+]?\d+\s*$", text) and int(text) >= minimum:
+            return int(text)
         raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
 
     parse.__name__ = kind

@@ -225,11 +225,9 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
     obj_cfg = load_object_config(spec.object, path=spec.object_config) \
         if spec.task == MID else None
     args = build_args(spec, num_envs)
-    made = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
+    env, env_cfg = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
         spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))
-    if hasattr(made[0], "fast_step"):  # the mid wrapper (patches/mapush/06)
-        made[0].fast_step = bool(fast_step)
-        if not fast_step:
-            print("mapush: mqe_fast_step is false: MQE's mid step as upstream ships it",
-                  file=sys.stderr)
-    return made
+    if hasattr(env, "fast_step") and not fast_step:  # the mid wrapper (patches/mapush/06)
+        env.fast_step = False
+        print("mapush: mqe_fast_step is false: MQE's mid step as upstream ships it", file=sys.stderr)
+    return env, env_cfg

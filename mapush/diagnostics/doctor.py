@@ -65,9 +65,8 @@ def in_container() -> bool:
     where = os.environ.get("MAPUSH_WHERE", "").strip().lower()
     if where in ("host", "container"):
         return where == "container"
-    return (os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv")
-            or bool(os.environ.get("container")) or bool(os.environ.get("APPTAINER_CONTAINER"))
-            or bool(os.environ.get("SINGULARITY_CONTAINER")))
+    return any(os.path.exists(p) for p in ("/.dockerenv", "/run/.containerenv")) or any(
+        os.environ.get(v) for v in ("container", "APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"))
 
 
 @dataclass

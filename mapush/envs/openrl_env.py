@@ -60,9 +60,7 @@ class OpenRLEnv(object):
         self.stats = EpisodeStats.for_env(env, window=window)
 
     # -- the interface OpenRL uses ------------------------------------------------------
-    @property
-    def use_monitor(self) -> bool:
-        return False
+    use_monitor = False
 
     @property
     def num_envs(self) -> int:

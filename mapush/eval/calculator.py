@@ -127,11 +127,6 @@ _SCRATCH = []  # type: List[str]
 ROLLOUT_STEPS = 50
 
 
-def _scratch() -> str:
-    _SCRATCH.append(tempfile.mkdtemp(prefix="mapush-eval-"))
-    return _SCRATCH[-1]
-
-
 def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     """Build the checkpoint's env, load its policy, run the calculator."""
     from mapush import sim, trainers
@@ -140,8 +135,9 @@ def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     sim.headless_figures(Path(figures) if figures else None)
     sim.import_isaacgym()  # before torch
     checkpoint = Path(request.checkpoint)
+    _SCRATCH.append(tempfile.mkdtemp(prefix="mapush-eval-"))
     spec = RunSpec(algo=request.algo, task=request.task, object=request.object,
-                   num_envs=request.num_envs, steps=1, seed=request.seed, run_dir=_scratch(),
+                   num_envs=request.num_envs, steps=1, seed=request.seed, run_dir=_SCRATCH[-1],
                    sim_device=request.sim_device, rl_device=request.rl_device,
                    config=request.config, object_config=request.object_config,
                    command_net=request.command_net)

@@ -101,14 +101,12 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     config["train"].update(n_rollout_threads=int(spec.num_envs),
                            num_env_steps=int(spec.steps), model_dir=None)
     config["logger"]["log_dir"] = str(spec.run_dir)
-    for key, choices in (("state_type", STATE_TYPES), ("team_reward", TEAM_REWARDS)):
+    for key, choices in (("state_type", STATE_TYPES), ("team_reward", TEAM_REWARDS),
+                         ("mqe_fast_step", (True, False))):  # patches/mapush/06's switch
         value = config.get("env", {}).get(key)
-        if value not in choices:
+        if value not in choices or type(value) is not type(choices[0]):
             raise UsageError("--config %s: env.%s %r is not one of %s"
-                             % (spec.config, key, value, ", ".join(choices)))
-    if not isinstance(config["env"].get("mqe_fast_step", True), bool):
-        raise UsageError("--config %s: env.mqe_fast_step %r is not true or false"
-                         % (spec.config, config["env"]["mqe_fast_step"]))
+                             % (spec.config, key, value, ", ".join(map(str, choices))))
     if config["eval"].get("use_eval") or config["render"].get("use_render"):
         raise UsageError("--config %s: eval.use_eval and render.use_render are not supported "
                          "for MAPush; use 'mapush eval --checkpoint'" % spec.config)

@@ -52,7 +52,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     ``--config`` YAML. A bad YAML is a UsageError naming the file."""
     parser = create_config_parser()
     parser.exit_on_error = False
-    parser.add_argument("--mqe_fast_step", type=bool, default=True)  # mapush.sim.make_env
+    parser.add_argument("--mqe_fast_step", default=True)  # no type: "no" stays a string
     argv = ["--config", str(SHIPPED_CONFIG)]
     if spec.task in TASK_CONFIGS:
         argv += ["--config", str(TASK_CONFIGS[spec.task])]
@@ -66,6 +66,9 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     except Exception as exc:  # jsonargparse/argparse errors, YAML errors
         raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
                          % (user_config or SHIPPED_CONFIG, " ".join(str(exc).split())[:400]))
+    if not isinstance(cfg.mqe_fast_step, bool):  # patches/mapush/06's switch
+        raise UsageError("--config %s: mqe_fast_step %r is not true or false"
+                         % (user_config, cfg.mqe_fast_step))
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     return cfg
 
