@@ -1,13 +1,7 @@
-"""Child processes and stop signals: the one place that installs SIGINT/SIGTERM handlers.
-
-:func:`stop_signals` installs a handler for the two stop signals and restores the previous
-ones on the way out (the training child's stop flag). :class:`Supervisor` starts children
-(train's child, pipeline's stages, sweep's cells, smoke's pytest): the first stop signal is
-forwarded to every running child, which writes its final checkpoint and exits 0; later ones
-are not forwarded, so a second Ctrl-C does not cut a checkpoint short. With a grace period,
-children still running that long after the first signal are killed (atomic checkpoints
-leave the previous one intact).
-"""
+"""Child processes and stop signals: the one place that installs SIGINT/SIGTERM handlers and
+starts children. What a stop signal does (forwarded once, a grace period, then a kill) and
+why children die with their parent: docs/lifecycle.md, "Stop and resume"."""
+import ctypes
 import signal
 import subprocess
 import sys
@@ -24,6 +18,13 @@ def signal_name(signum: Optional[int]) -> str:
         return signal.Signals(signum).name if signum else "request"  # type: ignore[arg-type]
     except ValueError:
         return "signal %s" % signum
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of every child: the stop signal (SIGTERM: a final checkpoint) when the
+    parent dies, even by SIGKILL (Linux's prctl PR_SET_PDEATHSIG), so no child runs on alone."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 @contextmanager
@@ -79,7 +80,7 @@ class Supervisor(object):
         return [p for p in self.children if p.poll() is None]
 
     def start(self, argv: List[str], **popen: Any) -> "subprocess.Popen[bytes]":
-        proc = subprocess.Popen(argv, **popen)
+        proc = subprocess.Popen(argv, preexec_fn=die_with_parent, **popen)
         self.children.append(proc)
         if self.stop_signal is not None:  # a signal between the check and the start
             proc.send_signal(self.stop_signal)

@@ -90,7 +90,10 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
                                       "error-free last line\n")
             self.stdout = io.StringIO('noise\n{"success_rate": 0.5}\n')
 
-        def wait(self):
+        def wait(self, timeout=None):
+            return 0
+
+        def poll(self):
             return 0
 
     monkeypatch.setattr(subprocess, "Popen", FakeChild)

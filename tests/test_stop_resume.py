@@ -131,3 +131,58 @@ def test_sigterm_checkpoints_and_resume_continues(upstream, tmp_path, algo):
     assert max(axis) == target and any(s > step for s in axis)
     assert scalar_steps(run_dir, "memory/host_rss_mb")
     assert "grows steadily" not in stderr + out.stderr  # flat memory: no watchdog warning
+
+
+def _children(pid):
+    try:
+        return [int(c) for c in Path("/proc/%d/task/%d/children" % (pid, pid)).read_text().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid):
+    try:
+        return Path("/proc/%d/status" % pid).read_text().split("State:")[1].split()[0] not in "ZX"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_sigkill_of_the_parent_stops_the_child_with_a_checkpoint(upstream, tmp_path):
+    """#36: kill -9 of `mapush train` used to leave its child training alone, holding the
+    lock. Now the child gets SIGTERM from the kernel (PR_SET_PDEATHSIG), writes a final
+    checkpoint and leaves; the run resumes at once."""
+    config = tmp_path / "small.yaml"
+    config.write_text(CONFIGS["ppo"])
+    run_dir = tmp_path / "run"
+    common = ["--algo", "ppo", "--num-envs", "8", "--sim-device", "cpu", "--rl-device", "cpu",
+              "--config", config]
+    proc = subprocess.Popen([sys.executable, "-m", "mapush", "train"] + [str(a) for a in common]
+                            + ["--steps", str(100 * TOTAL), "--checkpoint-interval",
+                               str(2 * PER_UPDATE), "--run-dir", str(run_dir)],
+                            env=double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.05"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children = []
+    try:
+        first = wait_for_checkpoint(run_dir, proc, 2 * PER_UPDATE)
+        children = _children(proc.pid)
+        assert children, "mapush train has no child"
+        time.sleep(2.5)  # an update or two past that checkpoint (about 1 s each), mid-rollout
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(c) for c in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(c) for c in children), "the training child outlived its parent"
+    finally:
+        for child in children:
+            if _alive(child):
+                subprocess.call(["kill", "-9", str(child)])
+    step, path, meta = latest_checkpoint(run_dir)
+    assert step > first[0] and step % PER_UPDATE == 0  # the stop's final checkpoint
+    assert_loadable(path, meta)
+    out = run_mapush(["train"] + common + ["--steps", step + PER_UPDATE, "--checkpoint-interval",
+                                           10 ** 6, "--resume", run_dir],
+                     env=double_env(upstream), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert latest_checkpoint(run_dir)[0] == step + PER_UPDATE

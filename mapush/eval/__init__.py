@@ -130,7 +130,8 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
         write_json(path, spec.to_dict())
         argv = [sys.executable, "-m", "mapush.eval.calculator", str(path)]
         pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-        proc = sup.start(argv, **pipes) if sup is not None else subprocess.Popen(argv, **pipes)
+        sup = sup or Supervisor("mapush eval", "")  # signals stay with the caller's handlers
+        proc = sup.start(argv, **pipes)
         last = ""
         assert proc.stderr is not None and proc.stdout is not None
         try:
@@ -149,7 +150,7 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
             proc.kill()
             proc.wait()
             raise
-        code = sup.wait(proc) if sup is not None else proc.wait()
+        code = sup.wait(proc)
     if code < 0:
         return code, None, "error: the evaluation process died from %s" % signal_name(-code)
     if code != 0:

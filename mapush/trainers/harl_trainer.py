@@ -257,9 +257,8 @@ def plan(spec: RunSpec, config: Dict[str, Any], resume_meta: Dict[str, Any]
                          % (resume_meta.get("algo"), spec.algo))
     if start_step == 0 and spec.steps < per_update:
         raise UsageError("--steps %d is less than one rollout (episode_length %d x --num-envs "
-                         "%d = %d steps): raise --steps" % (spec.steps, per_update //
-                                                            spec.num_envs, spec.num_envs,
-                                                            per_update))
+                         "%d = %d steps): raise --steps"
+                         % (spec.steps, per_update // spec.num_envs, spec.num_envs, per_update))
     total_updates = start_update + max(0, spec.steps - start_step) // per_update
     return start_step, start_update, total_updates, per_update
 
