@@ -183,8 +183,7 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
         raise UsageError("--spec %s: holds %s, not a JSON object of options"
                          % (path, type(options).__name__))
     parser = build_parser()
-    actions = {a.dest: a for a in parser.commands["train"]._actions
-               if a.dest not in SPEC_EXCLUDED}
+    actions = {a.dest: a for a in parser.commands["train"]._actions if a.dest not in SPEC_EXCLUDED}
     for key, value in sorted(options.items()):
         action = actions.get(key)
         if action is None:

@@ -54,8 +54,7 @@ def plan(runs: Dict[str, Path], objects: Optional[List[str]], which: str
     todo = []
     for obj in wanted:
         theirs = parse_success_rate((runs[obj] / SUCCESS_FILE).read_text())
-        steps = [(step, path) for step, path in upstream_checkpoints(runs[obj])
-                 if step in theirs]
+        steps = [(step, path) for step, path in upstream_checkpoints(runs[obj]) if step in theirs]
         if which == "last3":
             steps = steps[-3:]
         todo += [(obj, step, path, theirs[step]) for step, path in steps]
@@ -147,8 +146,7 @@ def main(args: argparse.Namespace) -> int:
             print("%s: error: %s" % (label, row["error"]), file=sys.stderr, flush=True)
         else:
             row["ours"] = {key: result.get(key) for key in METRICS}
-            row.update(compare(row["ours"], theirs, int(result.get("num_envs") or
-                                                      args.num_envs)))
+            row.update(compare(row["ours"], theirs, int(result.get("num_envs") or args.num_envs)))
             print("%s: success %.3f (theirs %.3f, %+.3f) finished time %s s (theirs %s) %s"
                   % (label, row["ours"]["success_rate"], theirs["success_rate"],
                      row["diff"]["success_rate"], _fmt(row["ours"]["finished_time"], 2),

@@ -161,3 +161,37 @@ def test_calculator_gives_up_when_episodes_never_end():
     with pytest.raises(MapushError, match="2 of 2 envs had not finished"):
         calculator(NeverEnding(), lambda obs: seen.append(obs.shape), max_steps=7)
     assert len(seen) == 7
+
+
+def test_sigterm_during_eval_stops_it_and_changes_nothing(upstream, run_dir, tmp_path):
+    """#36: SIGTERM to `mapush eval --run` used to kill the parent at once (143, no line),
+    orphan the child, leave the spec file and cut a complete eval.jsonl to what was done.
+    Now the signal goes to the child, the scratch files go, the previous eval.jsonl stays,
+    and one line says so (exit 130)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    shutil.copytree(str(run_dir), str(run))
+    (run / "eval.jsonl").write_text("the previous, complete evaluation\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(knob_env(upstream, KNOBS), MQE_DOUBLE_STEP_SLEEP="0.3", TMPDIR=str(scratch))
+    proc = subprocess.Popen([sys.executable, "-m", "mapush"] + [str(a) for a in eval_args(
+        "--run", run)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(scratch.glob("mapush-eval-spec-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(3)  # the child is evaluating
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert "SIGTERM" in err and "Traceback" not in err, err[-3000:]
+    assert (run / "eval.jsonl").read_text() == "the previous, complete evaluation\n"
+    assert list(scratch.iterdir()) == [], list(scratch.iterdir())
+    left = subprocess.run(["pgrep", "-f", "mapush.eval.calculator %s" % scratch],
+                          stdout=subprocess.PIPE, text=True).stdout
+    assert left == "", left

@@ -111,8 +111,7 @@ def nvidia_smi_query(timeout: float = 20.0) -> Tuple[Optional[List[Dict[str, Any
     if exe is None:
         return None, "nvidia-smi not found"
     fields = "index,uuid,name,driver_version,memory.total,memory.free"
-    code, out, err = _run([exe, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
-                          timeout)
+    code, out, err = _run([exe, "--query-gpu=" + fields, "--format=csv,noheader,nounits"], timeout)
     if code != 0:
         msg = (err or out).strip()
         return None, msg.splitlines()[0] if msg else "nvidia-smi exited with %d" % code

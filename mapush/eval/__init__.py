@@ -134,22 +134,17 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
         proc = sup.start(argv, **pipes)
         last = ""
         assert proc.stderr is not None and proc.stdout is not None
-        try:
-            for line in proc.stderr:
-                if line.startswith(PROGRESS):
-                    if on_progress is not None:
-                        _tag, done, total = line.split()
-                        on_progress(int(done), int(total))
-                    continue
-                if echo:
-                    sys.stderr.write(line)
-                if line.strip():
-                    last = line.strip()
-            out = proc.stdout.read()
-        except BaseException:  # a stop raised in this process ends the child too
-            proc.kill()
-            proc.wait()
-            raise
+        for line in proc.stderr:  # a stop raised here ends the child too (die_with_parent)
+            if line.startswith(PROGRESS):
+                if on_progress is not None:
+                    _tag, done, total = line.split()
+                    on_progress(int(done), int(total))
+                continue
+            if echo:
+                sys.stderr.write(line)
+            if line.strip():
+                last = line.strip()
+        out = proc.stdout.read()
         code = sup.wait(proc)
     if code < 0:
         return code, None, "error: the evaluation process died from %s" % signal_name(-code)
@@ -191,8 +186,7 @@ def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
     return str(Path(folder).resolve() / "rrt" / Path(info["checkpoint"]).name)
 
 
-def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervisor] = None
-                 ) -> int:
+def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Supervisor) -> int:
     """Every complete checkpoint of ``run_dir`` (ours, or an authors' results folder),
     oldest first, into ``eval.jsonl`` or ``--out``; under ``sup``, a stop signal ends it
     (status 130) without a line for the checkpoint it cut short."""
@@ -216,7 +210,7 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervis
             path = Path(info["checkpoint"])
             bar.set_description(path.name)
             code, result, last = evaluate(info, args, sup=sup)
-            if sup is not None and sup.stopping:
+            if sup.stopping:
                 return 130
             if result is None:
                 failed += 1
@@ -224,10 +218,11 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervis
                           "error": last or "exit status %d" % code}
                 bar.write("%s: %s" % (path.name, result["error"]))
             records.append(result)
-            write_text(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
             bar.update(1)
     finally:
         bar.close()
+    # once, complete: a stopped eval leaves the previous file as it was
+    write_text(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     for record in records:
         print(json.dumps(record, sort_keys=True))
     print("mapush eval: %d checkpoint(s) -> %s" % (len(records), output), file=sys.stderr)
@@ -239,13 +234,19 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Optional[Supervis
 
 
 def main(args: argparse.Namespace) -> int:
+    with Supervisor("mapush eval", "the evaluation stops; nothing is written") as sup:
+        code = _main(args, sup)
+    return 130 if sup.stopping else code
+
+
+def _main(args: argparse.Namespace, sup: Supervisor) -> int:
     video = getattr(args, "video", False)
     if getattr(args, "num_envs", None) is None:
         args.num_envs = 1 if video else CALCULATOR_NUM_ENVS
     if getattr(args, "run", None):
         if video:
             raise UsageError("--video records one checkpoint: use --checkpoint, not --run")
-        return evaluate_run(Path(args.run), args)
+        return evaluate_run(Path(args.run), args, sup)
     info = describe_request(args.checkpoint, args)
     out = getattr(args, "out", None)
     if video:
@@ -259,8 +260,7 @@ def main(args: argparse.Namespace) -> int:
         if not writable(folder):
             raise UsageError("--video: %s is not writable (a read-only run such as the "
                              "image's /opt/mapush): pass --out DIR" % folder)
-        info = dict(info, video={"folder": str(folder.resolve()),
-                                 "episodes": int(args.episodes)})
+        info = dict(info, video={"folder": str(folder.resolve()), "episodes": int(args.episodes)})
         if info["task"] == UPPER:
             info["figures"] = rrt_figures(folder, info)
     elif info["task"] == UPPER:
@@ -272,8 +272,8 @@ def main(args: argparse.Namespace) -> int:
             print("mapush eval: the RRT figures are not kept; pass --out DIR to keep those of "
                   "the first %s envs" % os.environ.get("MAPUSH_RRT_FIGURES", "8"),
                   file=sys.stderr)
-    code, result, last = evaluate(info, args, echo=True)
-    if code < 0:
+    code, result, last = evaluate(info, args, echo=True, sup=sup)
+    if code < 0 and not sup.stopping:
         raise MapushError("evaluating %s: %s" % (info["checkpoint"], last[len("error: "):]))
     if result is None:
         return code or 1  # the child printed its own error line

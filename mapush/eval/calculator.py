@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import traceback
@@ -18,6 +19,7 @@ from tqdm import tqdm
 
 from mapush.errors import MapushError
 from mapush.common.leave import leave
+from mapush.proc import stop_signals
 from mapush.spec import UPPER, EvalSpec, RunSpec
 
 PROGRESS = "mapush-progress"  # stderr lines "mapush-progress DONE TOTAL" when asked
@@ -186,11 +188,14 @@ def child_main(argv: List[str]) -> None:
     os.dup2(2, 1)
     code = 0
     try:
-        if len(argv) != 1:
-            raise MapushError("usage: python -m mapush.eval.calculator EVAL_SPEC_JSON")
-        spec = EvalSpec.from_dict(json.loads(Path(argv[0]).read_text()))
-        result = evaluate_checkpoint(spec)
-        os.write(result_fd, (json.dumps(result, sort_keys=True) + "\n").encode())
+        with stop_signals(signal.default_int_handler):  # a stop: KeyboardInterrupt, below
+            if len(argv) != 1:
+                raise MapushError("usage: python -m mapush.eval.calculator EVAL_SPEC_JSON")
+            spec = EvalSpec.from_dict(json.loads(Path(argv[0]).read_text()))
+            result = evaluate_checkpoint(spec)
+            os.write(result_fd, (json.dumps(result, sort_keys=True) + "\n").encode())
+    except KeyboardInterrupt:  # the parent says it stopped; the scratch folders go
+        code = 130
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
         code = exc.exit_code
