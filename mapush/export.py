@@ -20,7 +20,7 @@ import yaml
 
 from mapush.checkpoints.command_net import resolve_command_net
 from mapush.checkpoints.policy import checkpoint_sha256, kind, load_module, module_path
-from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
+from mapush.checkpoints.source import RUN_CONFIG, describe, refuse_inside_run, resolve
 from mapush.common.atomic import write_json, write_text
 from mapush.common.hashing import sha256
 from mapush.errors import MapushError, UsageError
@@ -176,10 +176,7 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     run = folder.parent.parent if (folder.parent.parent / RUN_CONFIG).is_file() else None
     name = checkpoint.stem if checkpoint.is_file() else folder.name
     out = Path(args.out) if args.out else (run or Path("runs")) / "export" / name
-    for parent in [out.resolve()] + list(out.resolve().parents):
-        if (parent / RUN_CONFIG).is_file() and (run is None or parent != run.resolve()):
-            raise UsageError("--out %s is inside the run %s; export into the checkpoint's own "
-                             "run or outside any run" % (args.out, parent))
+    refuse_inside_run("--out", out, run)
     if out.is_file():
         raise UsageError("--out %s is a file; pass a folder" % out)
     if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:

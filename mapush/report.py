@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate
+from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run
 from mapush.common.atomic import writable, write_text
 from mapush.errors import UsageError
 from mapush.eval import read_evaluated
@@ -203,7 +203,8 @@ def main(args: argparse.Namespace) -> int:
     if not run.is_dir():
         raise UsageError("RUN %s: no such run directory" % run)
     out = Path(args.out) if args.out else run / REPORT_DIR
-    if not writable(out):
+    refuse_inside_run("--out", out, run)
+    if out.is_file() or not writable(out):
         raise UsageError("%s is not writable: pass --out DIR for the report" % out)
     page = build(run, out)
     print(str(page))

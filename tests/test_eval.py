@@ -191,7 +191,30 @@ def test_sigterm_during_eval_stops_it_and_changes_nothing(upstream, run_dir, tmp
     assert proc.returncode == 130, err[-3000:]
     assert "SIGTERM" in err and "Traceback" not in err, err[-3000:]
     assert (run / "eval.jsonl").read_text() == "the previous, complete evaluation\n"
-    assert list(scratch.iterdir()) == [], list(scratch.iterdir())
+    ours = [p.name for p in scratch.iterdir() if p.name.startswith("mapush-")]
+    assert ours == [], ours  # (wandb, which OpenRL imports, leaves its own tmp* folders)
     left = subprocess.run(["pgrep", "-f", "mapush.eval.calculator %s" % scratch],
                           stdout=subprocess.PIPE, text=True).stdout
     assert left == "", left
+
+
+def test_readers_never_write_into_another_run(upstream, run_dir, tmp_path):
+    """#36: `eval --run A --out B/config.json` replaced run B's record (exit 0). eval,
+    report and export refuse an --out inside another run, and eval an existing file that is
+    not an eval output; nothing is written."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"the": "record of another run"}')
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    cases = [(eval_args("--run", run_dir, "--out", other / "config.json"), "inside the run"),
+             (eval_args("--run", run_dir, "--out", other / "eval.jsonl"), "inside the run"),
+             (eval_args("--run", run_dir, "--out", notes), "not an eval output"),
+             (["report", run_dir, "--out", other / "report"], "inside the run"),
+             (["export", "--run", run_dir, "--out", other / "export"], "inside the run")]
+    for args, says in cases:
+        line = one_error(run_mapush(args, double_env(upstream), cwd=tmp_path))
+        assert says in line, (args, line)
+    assert (other / "config.json").read_text() == '{"the": "record of another run"}'
+    assert sorted(p.name for p in other.iterdir()) == ["config.json"]
+    assert notes.read_text() == "mine"

@@ -25,6 +25,15 @@ SUCCESS_FILE = "success_rate.txt"
 _UPSTREAM_NAME = re.compile(r"^rl_model_(\d+)_steps$")
 
 
+def refuse_inside_run(option: str, out: Path, own: Optional[Path]) -> None:
+    """A reader's ``--out`` may lie in the run it reads (``own``), never in another run,
+    whose record and checkpoints it would replace (#36)."""
+    for parent in [out.resolve()] + list(out.resolve().parents):
+        if (parent / RUN_CONFIG).is_file() and (own is None or parent != own.resolve()):
+            raise UsageError("%s %s is inside the run %s; write into the run it reads or "
+                             "outside any run" % (option, out, parent))
+
+
 def is_upstream_run(path: Path) -> bool:
     """An authors' results folder: checkpoints named ``rl_model_<N>_steps`` holding a
     ``module.pt``, and no ``config.json`` of ours."""

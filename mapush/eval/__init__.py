@@ -1,18 +1,6 @@
-"""``mapush eval``: the paper's metrics of a checkpoint, by MAPush's calculator mode.
-
-Every env runs until it has finished its first episode (MQE's ``init_reset_buf``); then
-success rate = mean(``init_finished_buf``), finished time = mean(``init_episode_length_buf``
-x ``dt``), collision / collaboration degree = mean over the successful envs of the counter
-over the episode length. ``--checkpoint PATH`` prints one JSON object on stdout (logs go to
-stderr); ``--run DIR`` evaluates every checkpoint of a run into ``DIR/eval.jsonl`` (one JSON
-line per checkpoint, rewritten atomically after each) with a progress bar on stderr.
-
-Each checkpoint is evaluated in a fresh child process (:mod:`mapush.eval.calculator`, given
-an :class:`mapush.spec.EvalSpec` as a file): Isaac Gym must be imported before torch, the
-calculator's first-episode buffers exist once per simulation, a crash in PhysX is reported
-instead of killing the command, and the child leaves with ``os._exit`` (Isaac Gym can
-segfault in interpreter teardown).
-"""
+"""``mapush eval``: the paper's metrics of a checkpoint (MAPush's calculator mode), each in a
+fresh child (:mod:`mapush.eval.calculator`, given an :class:`mapush.spec.EvalSpec` file).
+The metrics, the outputs and why a child: docs/openrl.md, "Evaluation"."""
 import argparse
 import json
 import os
@@ -25,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from tqdm import tqdm
 
 from mapush.checkpoints.policy import input_dim
-from mapush.checkpoints.source import describe, resolve, run_checkpoints
+from mapush.checkpoints.source import describe, refuse_inside_run, resolve, run_checkpoints
 from mapush.checkpoints.store import checkpoints_dir
 from mapush.common.atomic import writable, write_json, write_text
 from mapush.diagnostics.doctor import in_container
@@ -171,6 +159,10 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     /opt/mapush is not)."""
     if out:
         path = Path(out)
+        refuse_inside_run("--out", path, run_dir)
+        if path.is_file() and path.name != EVAL_FILE and path.suffix != ".jsonl":
+            raise UsageError("--out %s exists and is not an eval output (*.jsonl); pass a "
+                             "new file" % out)
         if not path.parent.is_dir() or not os.access(str(path.parent), os.W_OK):
             raise UsageError("--out %s: its folder %s does not exist or is not writable"
                              % (out, path.parent))
@@ -257,6 +249,7 @@ def _main(args: argparse.Namespace, sup: Supervisor) -> int:
         parent = Path(info["checkpoint"]).parent  # --out DIR, else RUN/videos of its run
         run = parent.parent if parent.name == "checkpoints" else parent
         folder = Path(out) if out else run / VIDEO_DIR
+        refuse_inside_run("--out", folder, run)
         if not writable(folder):
             raise UsageError("--video: %s is not writable (a read-only run such as the "
                              "image's /opt/mapush): pass --out DIR" % folder)
