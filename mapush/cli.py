@@ -55,9 +55,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError("%s (see '%s --help')" % (message, self.prog))
 
 
-def _int(kind: str, minimum: int):  # type: ignore[no-untyped-def]
+def _int(kind: str, minimum: int, end: float = float("inf")):  # type: ignore[no-untyped-def]
     def parse(text: str) -> int:
-        if re.match(r"^\s*[-+]?\d+\s*$", text) and int(text) >= minimum:
+        if re.match(r"^\s*[-+]?\d+\s*$", text) and minimum <= int(text) < end:
             return int(text)
         raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
 
@@ -67,6 +67,7 @@ def _int(kind: str, minimum: int):  # type: ignore[no-untyped-def]
 
 positive_int = _int("a positive integer", 1)
 non_negative_int = _int("a non-negative integer", 0)
+seed = _int("a seed in [0, 2**32) (numpy's range)", 0, 2 ** 32)
 
 
 def device(text: str) -> str:
@@ -83,7 +84,7 @@ def existing_file(text: str) -> str:
 
 OPTIONS = yaml.safe_load((Path(__file__).resolve().parent / "cli.yaml").read_text())
 TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "device": device,
-         "existing_file": existing_file}
+         "existing_file": existing_file, "seed": seed}
 # the defaults and choices cli.yaml names ("$NAME"), and its help texts' "{NAME}"
 CONSTANTS = {
     "ALGOS": ALGOS, "DEFAULT_ALGO": DEFAULT_ALGO, "TASKS": TASKS, "MID": MID, "UPPER": UPPER,
@@ -189,6 +190,8 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
         if action is None:
             raise UsageError("--spec %s: %r is not an option of mapush train (known: %s)"
                              % (path, key, ", ".join(sorted(actions))))
+        if action.nargs == 0 and not isinstance(value, bool):  # a flag: true or false only
+            raise UsageError("--spec %s: %s %r is not true or false" % (path, key, value))
         try:
             if action.type is not None and value is not None:
                 options[key] = action.type(str(value))

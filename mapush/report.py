@@ -44,8 +44,7 @@ def _label(ax: Any, title: str, xlabel: str) -> None:
     ax.tick_params(labelsize=7)
 
 
-def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars,
-               theirs: Scalars) -> None:
+def draw_panel(plt: Any, path: Path, tags: List[str], scalars: Scalars, theirs: Scalars) -> None:
     cols = min(3, len(tags))
     rows = (len(tags) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)

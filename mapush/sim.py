@@ -61,8 +61,7 @@ def _import_mqe_utils() -> Any:
     return mqe_utils
 
 
-def load_object_config(obj: str, root: Optional[Path] = None,
-                       path: Optional[str] = None) -> type:
+def load_object_config(obj: str, root: Optional[Path] = None, path: Optional[str] = None) -> type:
     """``Go1PushMidCfg`` of ``$MAPUSH_ROOT/task/<obj>/config.py`` (or of the file ``path``,
     ``--object-config``), loaded under a private module name: nothing under MAPUSH_ROOT is
     written, so runs of different objects can share one installation at the same time."""

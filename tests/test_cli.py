@@ -74,6 +74,11 @@ SPEC_CASES = [
     ('{"num_envs": 0}', "num_envs:"),
     ('{"steps": "many"}', "steps:"),
     ('{"resume": "runs/x"}', "'resume' is not an option of mapush train"),
+    # #36: a flag is a JSON boolean: "false" turned W&B on, "no" reached MQE as truthy
+    ('{"wandb": "false"}', "wandb 'false' is not true or false"),
+    ('{"record_video": "no"}', "record_video 'no' is not true or false"),
+    ('{"wandb": 0}', "wandb 0 is not true or false"),
+    ('{"seed": 4294967296}', "seed: '4294967296' is not a seed in [0, 2**32)"),
 ]
 
 
@@ -131,3 +136,18 @@ def test_a_spec_file_is_what_the_options_would_be(tmp_path, monkeypatch):
     assert cli.spec_from_file(str(spec))[0] == "continued"
     assert seen["resume"] == str(run)
     assert {"--resume", "--steps", "--seed", "--run-dir"} <= seen["given"]
+
+
+@pytest.mark.parametrize("command", [["train"], ["eval", "--checkpoint", "x"]])
+@pytest.mark.parametrize("value", ["4294967296", "-1"])
+def test_a_seed_outside_numpys_range_is_refused_before_anything(tmp_path, command, value):
+    """#36: seeds of 2**32 or more were accepted, then failed in the child after the run
+    folder existed."""
+    from tests.conftest import one_error
+
+    error = one_error(run_mapush(command + ["--seed", value, "--run-dir", tmp_path / "run"]
+                                 if command == ["train"] else command + ["--seed", value],
+                                 env=double_env(), cwd=tmp_path))
+    assert "--seed" in error and "[0, 2**32)" in error, error
+    assert list(tmp_path.iterdir()) == []
+

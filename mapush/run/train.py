@@ -59,8 +59,7 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
 OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.yaml)
 
 
-def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None
-                 ) -> Tuple[Path, RunSpec]:
+def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None) -> Tuple[Path, RunSpec]:
     """``<run_dir>/config.json``: the resolved options plus the provenance of the stack, the
     object config's and ``--config``'s copies and sha256, and the checkpoint a new run starts
     from. ``record``: the run's config.json when resuming; the new record keeps it and
@@ -190,8 +189,7 @@ def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:
     return lock
 
 
-def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None
-          ) -> int:
+def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None) -> int:
     """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
     final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
     the child died from a signal. ``record``: the config.json of the run a resume
