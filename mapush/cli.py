@@ -76,6 +76,12 @@ def device(text: str) -> str:
     return "cuda:0" if text == "cuda" else text
 
 
+def run_folder(text: str) -> str:
+    if not text.strip() or Path(text).is_file():  # '' would write the run into the cwd
+        raise argparse.ArgumentTypeError("%r is not a folder for a run: give a new folder" % text)
+    return text
+
+
 def existing_file(text: str) -> str:
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError("%r: no such file" % text)
@@ -84,7 +90,7 @@ def existing_file(text: str) -> str:
 
 OPTIONS = yaml.safe_load((Path(__file__).resolve().parent / "cli.yaml").read_text())
 TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "device": device,
-         "existing_file": existing_file, "seed": seed}
+         "existing_file": existing_file, "seed": seed, "run_folder": run_folder}
 # the defaults and choices cli.yaml names ("$NAME"), and its help texts' "{NAME}"
 CONSTANTS = {
     "ALGOS": ALGOS, "DEFAULT_ALGO": DEFAULT_ALGO, "TASKS": TASKS, "MID": MID, "UPPER": UPPER,

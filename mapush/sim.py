@@ -92,17 +92,9 @@ def load_object_config(obj: str, root: Optional[Path] = None, path: Optional[str
 
 
 def resolve_relative_paths(cfg: type, root: Path) -> Dict[str, str]:
-    """Make every setting of the config tree that is a path relative to the working
-    directory (``"./..."``) absolute under ``root``; returns ``{setting: new value}``.
-
-    MQE loads its models by such paths, which only work when started from the MAPush
-    checkout: the locomotion policy and the actuator network
-    (``mqe/envs/go1/go1_config.py:122-123``, loaded in ``mqe/envs/go1/go1.py:366,396-397``)
-    and the upper task's command network (``go1_push_upper_config.py:90``). Resolving them
-    in the config lets a run start anywhere, writes nothing under MAPUSH_ROOT, and keeps
-    the run directory relative to where the user started. URDFs need nothing: they are
-    ``{LEGGED_GYM_ROOT_DIR}/...`` templates, absolute from ``mqe/__init__.py:33``.
-    """
+    """Make every ``"./..."`` setting of the config tree absolute under ``root``; returns
+    ``{setting: new value}``. MQE loads its models by paths relative to the working directory
+    (docs/upstream.md says which): so a run starts anywhere and writes nothing under root."""
     changed = {}  # type: Dict[str, str]
     seen = set()
 

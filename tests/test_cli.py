@@ -151,3 +151,17 @@ def test_a_seed_outside_numpys_range_is_refused_before_anything(tmp_path, comman
     assert "--seed" in error and "[0, 2**32)" in error, error
     assert list(tmp_path.iterdir()) == []
 
+
+
+@pytest.mark.parametrize("command", [["train", "--run-dir"], ["pipeline", "--dir"]])
+@pytest.mark.parametrize("target", ["", " ", "a-file"])
+def test_a_run_folder_that_is_empty_or_a_file_is_refused(tmp_path, command, target):
+    """#36: --run-dir '' wrote the whole run into the current directory; --run-dir or
+    pipeline --dir naming a file was a traceback. One line, and nothing created."""
+    from tests.conftest import one_error
+
+    (tmp_path / "a-file").write_text("mine")
+    error = one_error(run_mapush(command + [target], env=double_env(), cwd=tmp_path))
+    assert "is not a folder for a run" in error, error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+    assert (tmp_path / "a-file").read_text() == "mine"
