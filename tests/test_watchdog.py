@@ -2,6 +2,8 @@
 import io
 import random
 
+import pytest
+
 from mapush.run.watchdog import MemoryWatchdog, host_rss_mb
 
 
@@ -82,6 +84,16 @@ def test_environment_overrides_the_knobs(monkeypatch):
     dog, _, err = run([100, 110, 120, 130], updates=3, every=10, warmup=5)
     assert (dog.every, dog.warmup, dog.window, dog.threshold_mb) == (1, 0, 3, 5.0)
     assert dog.warned and "+10000.0 MB per 1000 updates" in err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_knob_that_is_not_a_finite_non_negative_number_is_ignored_with_a_warning(
+        monkeypatch, capsys, value):
+    """#36: MAPUSH_WATCHDOG=every=nan ended the run in a traceback (int(nan))."""
+    monkeypatch.setenv("MAPUSH_WATCHDOG", "every=%s,window=3" % value)
+    dog, _, _ = run([100, 110, 120, 130], updates=3, every=10, warmup=5)
+    assert (dog.every, dog.window) == (10, 3)
+    assert "ignoring 'every=%s'" % value in capsys.readouterr().err
 
 
 LEAK_CONFIG = "train:\n  episode_length: 20\nalgo:\n  ppo_epoch: 1\n  critic_epoch: 1\n"

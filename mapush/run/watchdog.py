@@ -59,7 +59,7 @@ class MemoryWatchdog(object):
             if not key:
                 continue
             try:
-                if key not in knobs:
+                if key not in knobs or not 0 <= float(value) < float("inf"):  # nan, inf, < 0
                     raise ValueError(key)
                 knobs[key] = float(value)
             except ValueError:
