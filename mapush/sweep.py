@@ -167,7 +167,10 @@ class Sweep(object):
                 print("mapush sweep: %s: done, skipped" % cell["name"], file=sys.stderr)
         free = list(gpus)
         raw = self.args.runner or os.environ.get("MAPUSH_SWEEP_RUNNER")
-        runner = shlex.split(raw) if raw else [sys.executable, "-m", "mapush"]
+        try:
+            runner = shlex.split(raw) if raw else [sys.executable, "-m", "mapush"]
+        except ValueError as exc:  # unbalanced quotes
+            raise UsageError("--runner (or MAPUSH_SWEEP_RUNNER) %r: %s" % (raw, exc))
         running = {}  # type: Dict[int, Any]
 
         sup = Supervisor("mapush sweep", "every running cell stops with a checkpoint; run the "

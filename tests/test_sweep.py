@@ -129,6 +129,7 @@ def test_the_report_gives_mean_and_std_over_seeds(upstream, swept):
     (["--seeds", "1", "--gpus", "0,5"], "--gpus: GPU 5 not shown by nvidia-smi (it shows 0, 1)"),
     (["--seeds", "1", "--objects", "cuboid,sphere"], "--objects: sphere not in"),
     (["--seeds", "1,2,3,4", "--name", "grid"], "sweep grid exists with another grid (seeds"),
+    (["--seeds", "1", "--runner", "'unbalanced"], "--runner (or MAPUSH_SWEEP_RUNNER)"),  # #36
 ])
 def test_bad_input_is_one_line_before_anything_starts(upstream, swept, extra, needle):
     args = sweep_args(swept["tmp"], *extra)
