@@ -71,15 +71,18 @@ class Sweep(object):
             raise UsageError("--objects: %s not in MAPUSH_ROOT's task/ (found: %s)"
                              % (", ".join(missing), ", ".join(found) or "none"))
         seeds = parse_list("--seeds", args.seeds, int)
+        if not all(0 <= seed < 2 ** 32 for seed in seeds):  # numpy's range, as train's --seed
+            raise UsageError("--seeds %s: each must be in [0, 2**32)" % args.seeds)
         self.grid = {"algos": algos, "objects": objects, "seeds": seeds, "task": args.task,
                      "steps": args.steps, "num_envs": args.num_envs,
                      # as given: relative to the repository, which is /work in the image
                      "config": args.config,
                      "sim_device": args.sim_device, "rl_device": args.rl_device}
-        name = args.name or "%s_%s_seeds%s" % ("-".join(algos), "-".join(objects),
-                                                "-".join(str(s) for s in seeds))
-        if not _NAME.match(name):
-            raise UsageError("--name %r: use letters, digits, '.', '_' and '-'" % name)
+        shown = "-".join(map(str, seeds)) if len(seeds) <= 8 else \
+            "%d..%d-n%d" % (min(seeds), max(seeds), len(seeds))  # a folder name has a limit
+        name = args.name or "%s_%s_seeds%s" % ("-".join(algos), "-".join(objects), shown)
+        if not _NAME.match(name) or len(name) > 200:
+            raise UsageError("--name %r: use at most 200 letters, digits, '.', '_' and '-'" % name)
         self.name = name
         self.dir = Path(args.root) / name
         self.path = self.dir / SWEEP_FILE

@@ -130,6 +130,8 @@ def test_the_report_gives_mean_and_std_over_seeds(upstream, swept):
     (["--seeds", "1", "--objects", "cuboid,sphere"], "--objects: sphere not in"),
     (["--seeds", "1,2,3,4", "--name", "grid"], "sweep grid exists with another grid (seeds"),
     (["--seeds", "1", "--runner", "'unbalanced"], "--runner (or MAPUSH_SWEEP_RUNNER)"),  # #36
+    (["--seeds", "1,4294967296"], "each must be in [0, 2**32)"),  # #36: failed in each cell
+    (["--seeds", "1", "--name", "n" * 201], "use at most 200 letters"),  # #36: OSError
 ])
 def test_bad_input_is_one_line_before_anything_starts(upstream, swept, extra, needle):
     args = sweep_args(swept["tmp"], *extra)
@@ -177,3 +179,13 @@ def test_ctrl_c_stops_every_running_cell_with_a_checkpoint_and_resume_continues(
         assert cell["resumed"] is True  # mapush train --spec continued the cell's run
         assert json.loads(Path(cell["spec"]).read_text())["steps"] == 2000
         assert json.loads((Path(cell["run_dir"]) / "config.json").read_text())["resumes"]
+
+
+def test_a_hundred_seeds_make_a_short_default_name(upstream, swept):
+    """#36: the default name joined every seed (OSError: File name too long after
+    runs/sweeps was made). A grid of more than 8 seeds is named by their range and count."""
+    args = sweep_args(swept["tmp"], "--seeds", ",".join(map(str, range(1, 101))), "--status")
+    proc = run_mapush(args, sweep_env(upstream, swept["gpus"]), cwd=swept["tmp"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sweep ppo_cuboid_seeds1..100-n100 " in proc.stdout, proc.stdout[:2000]
+

@@ -1,14 +1,7 @@
-"""The trainer registry: the one answer to "which library trains this algorithm".
-
-A trainer is a module in this package, run inside the training child, with:
-- ``train(ctx: RunContext) -> int``: the run, with its checkpoints, stop and resume;
-- ``planned_updates(spec, resume_meta) -> int``: checked in the parent before a run starts;
-- ``load_policy(checkpoint, env, spec)``: the policy ``mapush eval`` drives, obs -> actions;
-- ``init_weights``: ``--init-from``'s weights copied into a new run's policy and value net.
-Its checkpoints are told apart by :func:`mapush.checkpoints.policy.kind`, which names the library
-here. Adding a trainer: one module, its configs in ``configs/``, one line in ``TRAINERS``
-(docs/architecture.md). Nothing here imports a training library: the parent stays light.
-"""
+"""The trainer registry: the one answer to "which library trains this algorithm". A trainer
+is a module in this package with ``train``, ``planned_updates``, ``load_policy`` and
+``init_weights``; docs/architecture.md, "Adding a trainer", says what each does and how its
+checkpoints are told apart. Nothing here imports a training library: the parent stays light."""
 import importlib
 from pathlib import Path
 from typing import Any, NamedTuple, Tuple
