@@ -95,8 +95,11 @@ def render(**context: Any) -> str:
 
 def build(run: Path, out: Path) -> Path:
     """Write ``out/index.html`` and its PNGs for ``run``; returns the page."""
-    run_config = json.loads((run / "config.json").read_text()) \
-        if (run / "config.json").is_file() else {}
+    try:
+        run_config = json.loads((run / "config.json").read_text()) \
+            if (run / "config.json").is_file() else {}
+    except ValueError as exc:  # a truncated record: say so, not a traceback
+        raise UsageError("RUN %s: its config.json is damaged (%s)" % (run, exc))
     logs = run / "logs"
     if not logs.is_dir() or not event_files(logs):
         raise UsageError("%s has no TensorBoard events (%s): train it first (make train), "

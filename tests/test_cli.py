@@ -165,3 +165,18 @@ def test_a_run_folder_that_is_empty_or_a_file_is_refused(tmp_path, command, targ
     assert "is not a folder for a run" in error, error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
     assert (tmp_path / "a-file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", [["report"], ["train", "--resume"]])
+def test_a_truncated_record_is_called_damaged_in_one_line_and_left_as_it_is(tmp_path, command):
+    """#36: `report` on a truncated config.json was a traceback, and resume called the run
+    "not a run of mapush train"."""
+    from tests.conftest import one_error
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"spec": {"algo": "pp')
+    error = one_error(run_mapush(command + [run], env=double_env(), cwd=tmp_path))
+    assert "config.json" in error and "damaged" in error, error
+    assert (run / "config.json").read_text() == '{"spec": {"algo": "pp'
+    assert sorted(p.name for p in run.iterdir()) == ["config.json"]

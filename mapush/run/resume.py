@@ -114,8 +114,8 @@ def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dic
         record = json.loads((Path(run_dir) / RUN_CONFIG).read_text())
         spec = recorded_spec(record, run_dir)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError("--resume %s: cannot read the run's %s (%s): it is not a run of "
-                         "mapush train" % (run_dir, RUN_CONFIG, exc))
+        raise UsageError("--resume %s: the run's %s is damaged or not mapush train's (%s): "
+                         "restore it from a backup" % (run_dir, RUN_CONFIG, exc))
     check_against_record(args, given, record, spec, run_dir)
     for path, what in ((spec.config, "--config copy"), (spec.object_config, "object config")):
         if path and not Path(path).is_file():
