@@ -77,6 +77,7 @@ def test_eval_prints_the_known_metrics_as_one_json_object(upstream, run_dir):
     assert_metrics(result, expected_metrics(KNOBS))
     assert (result["step"], result["object"], result["num_envs"]) == (400, "Tblock", NUM_ENVS)
     assert result["eval_steps"] == MAX_STEPS + 1  # time-out after max + 1 steps (MQE's `>`)
+    assert "found in sys.modules" not in proc.stderr  # #38: runpy's warning on every eval
 
 
 def test_eval_run_writes_one_line_per_checkpoint(upstream, run_dir):

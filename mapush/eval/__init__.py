@@ -19,7 +19,6 @@ from mapush.common.atomic import writable, write_json, write_text
 from mapush.diagnostics.doctor import in_container
 from mapush.diagnostics.rendering import problems
 from mapush.errors import MapushError, UsageError
-from mapush.eval.calculator import PROGRESS
 from mapush.objects import ConfigReadError, check_object_name, object_config_path, \
     objects_with_obs_dim, read_object_facts
 from mapush.proc import Supervisor, signal_name
@@ -28,6 +27,7 @@ from mapush.spec import CALCULATOR_NUM_ENVS, UPPER, UPPER_OBJECT, UPPER_OBS_DIM,
 
 EVAL_FILE = "eval.jsonl"
 VIDEO_DIR = "videos"
+PROGRESS = "mapush-progress"  # "mapush-progress DONE TOTAL" from the child (no runpy warning)
 # The paper's four (openrl_ws/test.py:136-146), then the obstacle collision degree of
 # patches/mapush/05 (upstream's collision degree counts the final target and one obstacle in
 # the high level: docs/upstream.md).

@@ -18,11 +18,11 @@ from typing import Any, Callable, Dict, List
 from tqdm import tqdm
 
 from mapush.errors import MapushError
+from mapush.eval import PROGRESS  # (this child's parent package: not the other way round)
 from mapush.common.leave import leave
 from mapush.proc import stop_signals
 from mapush.spec import UPPER, EvalSpec, RunSpec
 
-PROGRESS = "mapush-progress"  # stderr lines "mapush-progress DONE TOTAL" when asked
 PROGRESS_EVERY = 10
 
 
