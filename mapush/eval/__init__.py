@@ -160,7 +160,7 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     if out:
         path = Path(out)
         refuse_inside_run("--out", path, run_dir)
-        if path.is_file() and path.name != EVAL_FILE and path.suffix != ".jsonl":
+        if path.is_file() and path.suffix != ".jsonl":  # eval.jsonl included
             raise UsageError("--out %s exists and is not an eval output (*.jsonl); pass a "
                              "new file" % out)
         if not path.parent.is_dir() or not os.access(str(path.parent), os.W_OK):
