@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import yaml
 
-from mapush import __version__
+from mapush import __version__, schema
 from mapush.checkpoints.command_net import PUBLISHED_COMMAND_NET, command_net_from_args
 from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
@@ -29,7 +29,7 @@ from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
     check_upper_object, default_run_dir
 
-_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_DEVICE = re.compile(schema.SCHEMA["run"]["sim_device"]["pattern"])
 
 
 class _DefaultsFormatter(argparse.HelpFormatter):
@@ -189,6 +189,7 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     if not isinstance(options, dict):
         raise UsageError("--spec %s: holds %s, not a JSON object of options"
                          % (path, type(options).__name__))
+    schema.check("run", options, "--spec %s" % path)
     parser = build_parser()
     actions = {a.dest: a for a in parser.commands["train"]._actions if a.dest not in SPEC_EXCLUDED}
     for key, value in sorted(options.items()):
@@ -196,8 +197,6 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
         if action is None:
             raise UsageError("--spec %s: %r is not an option of mapush train (known: %s)"
                              % (path, key, ", ".join(sorted(actions))))
-        if action.nargs == 0 and not isinstance(value, bool):  # a flag: true or false only
-            raise UsageError("--spec %s: %s %r is not true or false" % (path, key, value))
         try:
             if action.type is not None and value is not None:
                 options[key] = action.type(str(value))
@@ -249,7 +248,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
                          "or pick a new folder" % (run_dir, run_dir))
     if run_dir is None:
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
-    return RunSpec(
+    spec = RunSpec(
         algo=args.algo, task=args.task, object=obj,
         num_envs=args.num_envs or TRAIN_NUM_ENVS[args.task],
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
@@ -257,8 +256,9 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         record_video=args.record_video,
         config=str(Path(args.config).resolve()) if args.config else None,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
-        command_net=command_net,
-    ), None
+        command_net=command_net)
+    schema.check("run", spec.to_dict(), "mapush train", options=True)
+    return spec, None
 
 
 # Each command's module, imported only when it runs; each has ``main(args) -> int``.

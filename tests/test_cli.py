@@ -71,14 +71,18 @@ SPEC_CASES = [
     ('["algo"]', "holds list, not a JSON object of options"),
     ('{"algo": "ppo", "colour": "red"}', "'colour' is not an option of mapush train"),
     ('{"algo": "sac"}', "algo 'sac' is not one of ppo, happo, mappo, hatrpo"),
-    ('{"num_envs": 0}', "num_envs:"),
-    ('{"steps": "many"}', "steps:"),
+    ('{"num_envs": 0}', "num_envs 0: input should be greater than or equal to 1"),
+    ('{"steps": "many"}', "steps 'many': input should be a valid integer"),
     ('{"resume": "runs/x"}', "'resume' is not an option of mapush train"),
     # #36: a flag is a JSON boolean: "false" turned W&B on, "no" reached MQE as truthy
-    ('{"wandb": "false"}', "wandb 'false' is not true or false"),
-    ('{"record_video": "no"}', "record_video 'no' is not true or false"),
-    ('{"wandb": 0}', "wandb 0 is not true or false"),
-    ('{"seed": 4294967296}', "seed: '4294967296' is not a seed in [0, 2**32)"),
+    ('{"wandb": "false"}', "wandb 'false': input should be a valid boolean"),
+    ('{"record_video": "no"}', "record_video 'no': input should be a valid boolean"),
+    ('{"wandb": 0}', "wandb 0: input should be a valid boolean"),
+    ('{"seed": 4294967296}', "seed 4294967296: input should be less than 4294967296"),
+    # and a number is a JSON number, a folder a name
+    ('{"num_envs": "200"}', "num_envs '200': input should be a valid integer"),
+    ('{"run_dir": ""}', "run_dir '': input should be a folder name (not blank)"),
+    ('{"sim_device": "gpu"}', "sim_device 'gpu': input should be cpu, cuda or cuda:N"),
 ]
 
 
@@ -114,7 +118,7 @@ def test_a_spec_file_is_what_the_options_would_be(tmp_path, monkeypatch):
                                           .DOUBLES / "mapush_root"))
     run = tmp_path / "run"
     spec = tmp_path / "cell.json"
-    spec.write_text(json.dumps({"algo": "happo", "object": "Tblock", "seed": 4, "steps": "2000",
+    spec.write_text(json.dumps({"algo": "happo", "object": "Tblock", "seed": 4, "steps": 2000,
                                 "num_envs": 2, "run_dir": str(run), "sim_device": "cpu",
                                 "rl_device": "cpu"}))
     from_file, record = cli.spec_from_file(str(spec))

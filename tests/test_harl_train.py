@@ -289,8 +289,8 @@ def test_hatrpo_stops_on_sigint_with_a_final_checkpoint(upstream, tmp_path):
 @pytest.mark.parametrize("override,steps,needle", [
     ({"train": {"episode_lenght": 20}}, 1000, "'train.episode_lenght'"),
     ({"train": {"episode_length": 200}}, 1000, "--steps 1000 is less than one rollout"),
-    ({"env": {"team_reward": "max"}}, 1000, "env.team_reward 'max' is not one of mean, sum"),
-    ({"env": {"state_type": "XP"}}, 1000, "env.state_type 'XP' is not one of EP, FP"),
+    ({"env": {"team_reward": "max"}}, 1000, "env.team_reward 'max': input should be 'mean' or"),
+    ({"env": {"state_type": "XP"}}, 1000, "env.state_type 'XP': input should be 'EP' or 'FP'"),
 ], ids=["unknown-key", "steps-below-one-rollout", "team-reward", "state-type"])
 def test_bad_harl_config_is_one_error_line(upstream, tmp_path, override, steps, needle):
     config = tmp_path / "bad.yaml"

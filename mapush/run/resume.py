@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 import yaml
 
+from mapush import schema
 from mapush.checkpoints.source import RUN_CONFIG, resolve, resolve_resume
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
@@ -65,6 +66,7 @@ def recorded_spec(record: Dict[str, Any], run_dir: Path) -> RunSpec:
     """The record's spec, its copies of the object config and ``--config`` found in
     ``run_dir`` (a run moved or copied elsewhere, or seen from inside the container, still
     reads its own files)."""
+    schema.check("run", record["spec"], "spec")
     spec = RunSpec.from_dict(record["spec"])
     for key, field in (("object_config", "object_config"), ("config_override", "config")):
         copy = (record.get(key) or {}).get("copy")
@@ -113,7 +115,7 @@ def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dic
     try:
         record = json.loads((Path(run_dir) / RUN_CONFIG).read_text())
         spec = recorded_spec(record, run_dir)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, UsageError) as exc:
         raise UsageError("--resume %s: the run's %s is damaged or not mapush train's (%s): "
                          "restore it from a backup" % (run_dir, RUN_CONFIG, exc))
     check_against_record(args, given, record, spec, run_dir)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import yaml
 
+from mapush import schema
 from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
@@ -39,9 +40,8 @@ RUNNERS = {
     "hatrpo": ("harl.runners.on_policy_ha_runner", "OnPolicyHARunner"),
     "mappo": ("harl.runners.on_policy_ma_runner", "OnPolicyMARunner"),
 }
-# env.state_type: the centralised critic's input (mapush.envs.harl_env), checked here so that
-# the parent checks a config without importing the env (torch, gym).
-STATE_TYPES = ("EP", "FP")
+# env.state_type: the centralised critic's input (mapush.envs.harl_env), checked by the schema
+STATE_TYPES = tuple(schema.SCHEMA["harl"]["env.state_type"]["choices"])
 # How the EP critic's team reward is made from the per-agent rewards (env.team_reward).
 # MQE's rewards differ per agent (go1_push_mid_wrapper.py:308-391: approach, collision and
 # OCB terms per robot); HARL's EP runner gave its one critic agent 0's reward
@@ -49,7 +49,7 @@ STATE_TYPES = ("EP", "FP")
 # the default: the team's value on the same scale as one agent's reward, whatever the
 # number of robots (2 or 3), so the value targets, ValueNorm and learning rates tuned for
 # one agent's reward carry over; "sum" is the team return of cooperative MARL.
-TEAM_REWARDS = ("mean", "sum")
+TEAM_REWARDS = tuple(schema.SCHEMA["harl"]["env.team_reward"]["choices"])
 
 
 # --------------------------------------------------------------------------- config
@@ -90,23 +90,18 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     config = _load_yaml(CONFIG_DIR / ("%s.yaml" % spec.algo))
     if spec.config:
         override = _load_yaml(Path(spec.config))
+        config = merge_overrides(config, override, spec.config)
         for key, cli in (("n_rollout_threads", "--num-envs"), ("num_env_steps", "--steps")):
             if key in override.get("train", {}):
                 print("mapush: --config sets train.%s; %s decides it" % (key, cli),
                       file=sys.stderr)
-        config = merge_overrides(config, override, spec.config)
     config = copy.deepcopy(config)
     config["seed"].update(seed_specify=True, seed=int(spec.seed))
     config["device"]["cuda"] = spec.rl_device.startswith("cuda")
     config["train"].update(n_rollout_threads=int(spec.num_envs),
                            num_env_steps=int(spec.steps), model_dir=None)
     config["logger"]["log_dir"] = str(spec.run_dir)
-    for key, choices in (("state_type", STATE_TYPES), ("team_reward", TEAM_REWARDS),
-                         ("mqe_fast_step", (True, False))):  # patches/mapush/06's switch
-        value = config.get("env", {}).get(key)
-        if value not in choices or type(value) is not type(choices[0]):
-            raise UsageError("--config %s: env.%s %r is not one of %s"
-                             % (spec.config, key, value, ", ".join(map(str, choices))))
+    schema.check("harl", schema.flat(config), "--config %s" % spec.config)
     if config["eval"].get("use_eval") or config["render"].get("use_render"):
         raise UsageError("--config %s: eval.use_eval and render.use_render are not supported "
                          "for MAPush; use 'mapush eval --checkpoint'" % spec.config)

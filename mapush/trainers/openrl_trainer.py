@@ -26,7 +26,7 @@ from openrl.runners.common import PPOAgent
 from openrl.utils.callbacks.checkpoint_callback import CheckpointCallback
 from openrl.utils.logger import Logger
 
-from mapush import sim
+from mapush import schema, sim
 from mapush.checkpoints import policy as policy_file
 from mapush.envs.openrl_env import OpenRLEnv, to_env_actions
 from mapush.errors import UsageError
@@ -66,9 +66,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     except Exception as exc:  # jsonargparse/argparse errors, YAML errors
         raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
                          % (user_config or SHIPPED_CONFIG, " ".join(str(exc).split())[:400]))
-    if not isinstance(cfg.mqe_fast_step, bool):  # patches/mapush/06's switch
-        raise UsageError("--config %s: mqe_fast_step %r is not true or false"
-                         % (user_config, cfg.mqe_fast_step))
+    schema.check("ppo", vars(cfg), "--config %s" % (user_config or SHIPPED_CONFIG))
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     return cfg
 

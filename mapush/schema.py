@@ -1,0 +1,63 @@
+"""One schema for every input: the types and ranges in ``schema.yaml``, checked by pydantic
+in strict mode (so ``"false"`` is not a boolean and ``"200"`` not an integer); a violation is
+one UsageError naming the key, the value and the allowed range."""
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+from pydantic import ConfigDict, Field, ValidationError, conint, create_model
+from typing_extensions import Literal
+
+from mapush.errors import UsageError
+
+SCHEMA = yaml.safe_load((Path(__file__).resolve().parent / "schema.yaml").read_text())
+MEANS = {}  # type: Dict[Tuple[str, str], Optional[str]]  # the words for a pattern
+TYPES = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+@lru_cache(maxsize=None)
+def model(section: str) -> Any:
+    fields = {}
+    for key, rule in SCHEMA[section].items():
+        rule = dict(rule)
+        kind, choices, nullable = rule.pop("type"), rule.pop("choices", None), \
+            rule.pop("nullable", False)  # type: Any, Optional[List[Any]], bool
+        MEANS[section, key] = rule.pop("means", None)
+        if kind == "ints":
+            kind = List[conint(ge=rule.pop("item_ge"))]  # type: ignore[misc]
+        kind = Literal[tuple(choices)] if choices else TYPES.get(kind, kind)
+        fields[key.replace(".", "__")] = (Optional[kind] if nullable else kind, Field(None, **rule))
+    return create_model(section, __config__=ConfigDict(strict=True), **fields)
+
+
+def flat(config: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """``{"train": {"episode_length": 200}}`` -> ``{"train": {...}, "train.episode_length": 200}``."""
+    out = {}  # type: Dict[str, Any]
+    for key, value in config.items():
+        out[prefix + str(key)] = value
+        if isinstance(value, dict):
+            out.update(flat(value, prefix + str(key) + "."))
+    return out
+
+
+def check(section: str, values: Dict[str, Any], where: str, options: bool = False) -> None:
+    """``values`` (dotted keys for nested ones) against ``section``; keys it does not list
+    are left to their owner (argparse, OpenRL's parser, HARL's config merge). ``options``:
+    name a key as its command-line option (``num_envs``: ``--num-envs``)."""
+    known = {k: v for k, v in values.items() if k in SCHEMA[section]}
+    try:
+        model(section).model_validate({k.replace(".", "__"): v for k, v in known.items()})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"]).replace("__", ".")
+        means = MEANS.get((section, key))
+        message = "input should be " + means if means else error["msg"][0].lower() + \
+            error["msg"][1:]
+        raise UsageError("%s: %s %s: %s" % (where, "--" + key.replace("_", "-") if options
+                                            else key, _show(error["input"]), message))
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

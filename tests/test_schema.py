@@ -1,0 +1,114 @@
+"""One schema for every input (#36, mapush/schema.yaml): the trainers' configs, the command
+line, --spec and config.json on resume are checked for type and range before a run folder
+exists; each violation is one ``error:`` line naming the key, the value and the range."""
+import hashlib
+import json
+
+import pytest
+import yaml
+
+from mapush import schema
+from mapush.spec import RunSpec
+from mapush.trainers import CONFIG_DIR
+from tests.conftest import double_env, one_error, run_mapush
+
+CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
+
+# (algorithm, --config, what the line must say): the cases of #36 item 7, for both trainers
+CONFIG_CASES = [
+    ("ppo", {"episode_length": 0}, "episode_length 0: input should be greater than or equal to 1"),
+    ("ppo", {"episode_length": -200}, "episode_length -200: input should be greater than or"),
+    ("ppo", {"num_mini_batch": 0}, "num_mini_batch 0: input should be greater than or equal"),
+    ("ppo", {"lr": 0}, "lr 0.0: input should be greater than 0"),
+    ("ppo", {"gamma": 1.5}, "gamma 1.5: input should be less than or equal to 1"),
+    ("ppo", {"mqe_fast_step": "no"}, "mqe_fast_step 'no': input should be a valid boolean"),
+    ("happo", {"train": {"episode_length": 0}},
+     "train.episode_length 0: input should be greater than or equal to 1"),
+    ("happo", {"train": {"episode_length": "abc"}},
+     "train.episode_length 'abc': input should be a valid integer"),
+    ("mappo", {"algo": {"critic_num_mini_batch": 0}},
+     "algo.critic_num_mini_batch 0: input should be greater than or equal to 1"),
+    ("happo", {"model": {"lr": "fast"}}, "model.lr 'fast': input should be a valid number"),
+    ("happo", {"model": {"hidden_sizes": "big"}},
+     "model.hidden_sizes 'big': input should be a valid list"),
+    ("happo", {"model": {"hidden_sizes": [64, 0]}},
+     "model.hidden_sizes.1 0: input should be greater than or equal to 1"),
+    ("hatrpo", {"algo": {"kl_threshold": -0.01}}, "algo.kl_threshold -0.01: input should be"),
+    ("happo", {"train": {"use_linear_lr_decay": "yes"}},
+     "train.use_linear_lr_decay 'yes': input should be a valid boolean"),
+    ("happo", {"env": {"team_reward": "max"}}, "env.team_reward 'max': input should be 'mean'"),
+    ("happo", {"train": 5}, "'train' is a section; give it as a mapping"),
+]
+
+
+@pytest.mark.parametrize("algo,override,needle", CONFIG_CASES,
+                         ids=["%s-%s" % (c[0], c[2].split(":")[0]) for c in CONFIG_CASES])
+def test_a_config_value_out_of_its_range_is_one_line_before_the_run_folder(
+        upstream, tmp_path, algo, override, needle):
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(override))
+    run_dir = tmp_path / "run"
+    error = one_error(run_mapush(["train", "--algo", algo, "--num-envs", 4, "--steps", 100000,
+                                  "--run-dir", run_dir, "--config", config] + CPU,
+                                 env=double_env(upstream), cwd=tmp_path))
+    assert error.startswith("error: --config %s: " % config) and needle in error, error
+    assert not run_dir.exists()
+
+
+def test_the_command_line_meets_the_same_schema(tmp_path):
+    """argparse takes any positive --num-envs; the schema bounds it (#36: 100,000,000 envs
+    took 11 GB on the CPU before failing, and left a folder)."""
+    error = one_error(run_mapush(["train", "--num-envs", "100000000"] + CPU, env=double_env(),
+                                 cwd=tmp_path))
+    assert error == ("error: mapush train: --num-envs 100000000: input should be less than or "
+                     "equal to 65536"), error
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("seed", "abc", "seed 'abc': input should be a valid integer"),
+    ("num_envs", 0, "num_envs 0: input should be greater than or equal to 1"),
+    ("record_video", "no", "record_video 'no': input should be a valid boolean"),
+    ("steps", None, "steps None: input should be a valid integer"),
+])
+def test_a_resume_of_a_record_with_a_wrong_type_is_one_line_and_changes_nothing(
+        tmp_path, field, value, needle):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=4, steps=1000,
+                   seed=1, run_dir=str(run_dir), sim_device="cpu", rl_device="cpu").to_dict()
+    record = run_dir / "config.json"
+    record.write_text(json.dumps({"spec": dict(spec, **{field: value})}))
+    before = hashlib.sha256(record.read_bytes()).hexdigest()
+    error = one_error(run_mapush(["train", "--resume", run_dir], env=double_env(),
+                                 cwd=tmp_path))
+    assert "the run's config.json is damaged" in error and needle in error, error
+    assert hashlib.sha256(record.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.json"]
+
+
+def _keys(config, prefix=""):
+    for key, value in config.items():
+        yield prefix + key
+        if isinstance(value, dict):
+            yield from _keys(value, prefix + key + ".")
+
+
+def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
+    """A misspelt key would check nothing: each is a RunSpec field or train option, an option
+    of OpenRL's own config parser at the pin, or a key of a shipped HARL config."""
+    run = set(RunSpec.__dataclass_fields__) | {"wandb"}
+    assert set(schema.SCHEMA["run"]) <= run
+    harl = set()
+    for algo in ("happo", "mappo", "hatrpo"):
+        harl |= set(_keys(yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text())))
+    assert set(schema.SCHEMA["harl"]) <= harl, set(schema.SCHEMA["harl"]) - harl
+    monkeypatch.syspath_prepend(str(upstream["site"]))
+    from openrl.configs.config import create_config_parser
+
+    options = {a.dest for a in create_config_parser()._actions} | {"mqe_fast_step"}
+    assert set(schema.SCHEMA["ppo"]) <= options, set(schema.SCHEMA["ppo"]) - options
+    # and the shipped configs meet it
+    for algo in ("happo", "mappo", "hatrpo"):
+        schema.check("harl", schema.flat(yaml.safe_load(
+            (CONFIG_DIR / ("%s.yaml" % algo)).read_text())), algo)
