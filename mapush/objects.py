@@ -1,14 +1,4 @@
-"""Find MAPush and its object tasks without importing it.
-
-An object is a folder ``$MAPUSH_ROOT/task/<object>/`` holding ``config.py`` (which defines
-``Go1PushMidCfg``). Listing them needs no Isaac Gym, so the CLI validates ``--object``
-before anything heavy starts.
-
-What is sized by the object (agents, obs dim, actors per env) is read from its config: from
-the loaded class in the simulation's process (:meth:`ObjectFacts.from_config`), or by
-parsing the file where importing it would need Isaac Gym (:func:`read_object_facts`;
-upstream's configs import ``mqe.envs.go1.go1``, which imports isaacgym).
-"""
+"""Find MAPush and its object tasks without importing it. (docs/architecture.md, "Modules")."""
 import ast
 import os
 import re

@@ -1,13 +1,6 @@
 """``mapush pipeline``: MAPush's whole method for one object, in four resumable stages.
 
-``mid`` (PPO on ``go1push_mid``), ``eval-mid`` (every mid checkpoint), ``upper``
-(``go1push_upper`` on the best mid checkpoint by success rate; ties: the later one) and
-``eval-upper``. A training stage is ``mapush train --spec <dir>/specs/<stage>.json`` in a
-child (preflight, crash diagnosis, a final checkpoint on a stop); an eval stage is
-:func:`mapush.eval.evaluate_run`. ``<dir>/pipeline.json`` records each stage's state, times
-and result; run again, finished stages are skipped and a stopped one resumes. Only the
-cuboid is accepted (``go1_push_upper_config.py:20``, :func:`mapush.spec.check_upper_object`).
-"""
+How it works: docs/architecture.md, "Modules"."""
 import argparse
 import json
 import os

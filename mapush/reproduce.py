@@ -1,13 +1,6 @@
 """``mapush reproduce``: the authors' published checkpoints, evaluated beside their table.
 
-Per object, the authors' results folder under ``$MAPUSH_ROOT/results`` (the newest whose
-``task/config.py`` loads it) gives ``rl_model_<N>_steps`` and their ``success_rate.txt``.
-Each checkpoint is evaluated as they did (README, "The authors' checkpoints"): 300 envs,
-seed 0 (OpenRL's default, ``openrl/configs/config.py:32``, which MQE's ``make_env`` seeds
-with, ``mqe/utils/helpers.py:255``) and the run's own object config. ``table.json`` and
-``table.md`` are rewritten atomically after every checkpoint; a success rate more than
-3 binomial standard deviations (``3 * sqrt(p * (1 - p) / n)``) from theirs exits 1.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import argparse
 import math
 import sys

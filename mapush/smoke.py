@@ -1,12 +1,6 @@
 """``mapush smoke``: the short end-to-end check behind ``make smoke-test`` and the CI GPU job.
 
-The stages are pytest tests (``tests/gpu``, in the image ``/opt/mapush-env/tests/gpu``):
-doctor, env, train_ppo, train_happo, eval, memory, clean_exit, each under pytest-timeout.
-This command prepares the work folder, runs pytest with ``--junitxml`` as a child, and
-prints the verdict of the JSON report the tests' plugin writes after every stage. Exit
-status 0 only when every stage passed; otherwise the last line on stderr names the first
-stage that failed and why.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import json
 import os
 import shutil

@@ -1,13 +1,6 @@
 """``mapush sweep``: a grid of runs (algorithms x objects x seeds), one run per grid cell.
 
-Executors: ``local``, a worker pool over ``subprocess`` (one run per GPU at a time, each
-with ``CUDA_VISIBLE_DEVICES`` set, the rest queued; no priorities, no retries), and
-``slurm``, one job array (``cluster/sweep.sbatch``) whose tasks resume after preemption
-(docs/cluster.md). ``runs/sweeps/<name>/sweep.json`` records the grid and each cell's run
-directory, state and times; each run directory holds the ``cell.json`` its task writes. Run
-again, finished cells are skipped and interrupted ones resume (``--resume``); Ctrl-C stops
-every running cell with a final checkpoint, and the sweep exits 0.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import argparse
 import itertools
 import json

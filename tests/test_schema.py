@@ -107,7 +107,7 @@ def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
     from openrl.configs.config import create_config_parser
 
     options = {a.dest for a in create_config_parser()._actions} | {"mqe_fast_step"}
-    assert set(schema.SCHEMA["ppo"]) <= options, set(schema.SCHEMA["ppo"]) - options
+    assert set(schema.SCHEMA["openrl"]) <= options, set(schema.SCHEMA["openrl"]) - options
     # and the shipped configs meet it
     for algo in ("happo", "mappo", "hatrpo"):
         schema.check("harl", schema.flat(yaml.safe_load(

@@ -1,12 +1,4 @@
-"""Atomic checkpoints and finding the newest complete one.
-
-A checkpoint is a folder under ``<run_dir>/checkpoints/``. The trainer writes its files into
-a hidden temporary folder; ``meta.json`` (step count and trainer state) is written last, the
-tree is fsynced, and the folder is renamed into place in one step. So every visible
-checkpoint folder with a ``meta.json`` is complete, and a kill mid-write leaves only a
-hidden temporary folder that resume ignores (and the next save removes once its writer
-is gone).
-"""
+"""Atomic checkpoints and finding the newest complete one. (docs/architecture.md, "Modules")."""
 import contextlib
 import json
 import os

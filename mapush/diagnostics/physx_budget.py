@@ -1,14 +1,6 @@
 """PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5.
 
-Upstream allocates ``2**23 * 5`` contact pairs whatever the number of envs; on an 8 GB GPU
-PhysX's out-of-memory is a bare segfault (incident 000). Here the buffer is sized from what
-the envs can need (every collision shape of an env, its actors read from the object's config
-as ``mqe/envs/npc/go1_object.py:95-120`` builds them, touching ``PARTNERS_PER_SHAPE`` others
-with ``POINTS_PER_PAIR`` points), times a margin, within a share of the free GPU memory.
-docs/lifecycle.md ("PhysX contact-buffer budget") gives the estimate and its sources.
-``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` overrides it: the config keeps upstream's 2**23 and the
-mapush patch in ``base_task.py`` multiplies it.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import math
 import os
 import sys

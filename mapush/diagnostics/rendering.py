@@ -1,13 +1,6 @@
 """Can this process render MQE's camera? Checked before a simulation starts.
 
-``record_video`` adds a 1080x1080 camera sensor to env 0 (``mqe/utils/helpers.py:279-301``);
-Isaac Gym renders camera sensors through Vulkan on the GPU, so it needs the NVIDIA Vulkan ICD
-(``nvidia_icd.json``: the image installs the one from the Isaac Gym tarball, as NVIDIA's own
-Isaac Gym Dockerfile does) and, in a container, the ``graphics`` driver capability (so that
-the NVIDIA container runtime mounts the driver's Vulkan and EGL libraries). MAPush's README
-warns that rendering segfaults on A100/A800; H100 and the other datacenter GPUs without
-display engines are of the same kind.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 from pathlib import Path
 from typing import List, Optional, Tuple

@@ -1,13 +1,6 @@
 """The MAPush env as HARL's on-policy runner drives it (``make_train_env("mapush", ...)``).
 
-MQE is already a vectorised env on one device, so HARL gets this adapter instead of a
-``Share*VecEnv``. It fixes incident 001's interface bugs by construction: actions go through
-in HARL's ``(n_envs, n_agents, act_dim)`` order on ``env.device`` (never ``.cuda()``); obs,
-rewards, dones and time-outs leave the device in ONE host copy per step; ``infos`` are
-per-env dicts keyed by agent id; ``available_actions`` is ``None``. MQE resets finished envs
-inside ``step``, so a finished env's obs is already the next episode's first. Episode
-statistics stay on the device (:class:`~mapush.envs.stats.EpisodeStats`).
-"""
+How it works: docs/architecture.md, "Modules"."""
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np

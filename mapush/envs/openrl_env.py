@@ -1,12 +1,6 @@
 """The MQE env as the vectorised env OpenRL's ``PPONet``/``PPOAgent`` drive.
 
-OpenRL expects numpy in and out with a leading env axis (``agent_num``,
-``parallel_env_num``, spaces, ``reset``/``step``, ``use_monitor``, ``batch_rewards``), as
-MAPush's ``mqe_openrl_wrapper`` provides. Differences from upstream's wrapper: actions go to
-``env.device`` (upstream calls ``.cuda()`` whatever the sim device, incident 003), each step makes
-one host copy instead of three, and the episode statistics and reward terms come from
-:mod:`mapush.envs.stats`, shared with the HARL adapter.
-"""
+How it works: docs/architecture.md, "Modules"."""
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np

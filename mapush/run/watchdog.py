@@ -1,13 +1,6 @@
 """GPU memory watchdog: log memory in use and warn once when it creeps up (incident 001).
 
-A user lost hours to VRAM that grew a little every update until PhysX crashed. Trainers
-call :meth:`MemoryWatchdog.sample` after each update; every ``every`` updates it records the
-memory in use (``torch.cuda.memory_allocated``/``memory_reserved`` on a CUDA device, the
-process's resident set on CPU), logs it to TensorBoard, and after ``warmup`` samples checks
-the last ``window`` samples for steady growth: a positive least-squares slope, most deltas
-positive and a total growth above ``threshold_mb``. Then it warns once, on stderr and as the
-scalar ``memory/growth_mb_per_1k_updates``, naming the growth rate.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 import sys
 from typing import Any, Callable, List, Optional, TextIO, Tuple

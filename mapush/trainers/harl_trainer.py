@@ -1,15 +1,6 @@
 """HAPPO, MAPPO and HATRPO on MAPush through HARL's on-policy runners.
 
-HARL's ``runner.run()`` owns its loop, its results folder and its save cadence; a managed run
-needs more: a stop request polled every env step, checkpoints by env steps written
-atomically, resume that continues the step count, the TensorBoard axis and the LR schedule,
-phase marks and the memory watchdog. So this module builds HARL's runner (its ``__init__``
-with the run directory, device and config of our spec, see :func:`_redirected`) and drives
-the runner's own building blocks (``warmup``, ``collect``, ``insert``, ``compute``,
-``train``, ``after_update``, ``save``) in a loop of its own.
-
-``load_actor`` rebuilds HARL actors from a checkpoint for ``mapush eval``.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import contextlib
 import copy
 import importlib

@@ -1,13 +1,6 @@
 """PPO through OpenRL: MAPush's recipe (``openrl_ws/train.py``) inside a run directory.
 
-Same network, agent and hyper-parameters as upstream (``configs/ppo.yaml``), but: the env
-comes from :func:`mapush.sim.make_env` (no config file copied over MAPush's sources), logs and
-checkpoints go into the run directory (no ``./log``, no hard-coded wandb entity, no results
-moved by hand), checkpoints are atomic and resumable (step count, TensorBoard axis, LR
-schedule), and SIGINT/SIGTERM end the run with a final checkpoint.
-
-Runs in the training child, after :func:`mapush.sim.import_isaacgym`.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import logging
 import os
 import re
@@ -66,7 +59,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     except Exception as exc:  # jsonargparse/argparse errors, YAML errors
         raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
                          % (user_config or SHIPPED_CONFIG, " ".join(str(exc).split())[:400]))
-    schema.check("ppo", vars(cfg), "--config %s" % (user_config or SHIPPED_CONFIG))
+    schema.check("openrl", vars(cfg), "--config %s" % (user_config or SHIPPED_CONFIG))
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     return cfg
 
