@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import double_config, REPO, double_env, run_mapush
+from tests.conftest import double_config, REPO, double_env, one_error, run_mapush
 
 NUM_ENVS = 8
 SUCCESS_ENVS = (0, 3, 5)
@@ -226,6 +226,36 @@ def test_resume_continues_steps_axis_and_lr_schedule(happo):
     assert metas[640][1]["lr"] == checkpoint_meta(happo["run_dir"])[640][1]["lr"]
     found = events(happo["resumed_dir"])
     assert [s for s, _ in found["metrics/success_rate"]] == [480, 640]
+
+
+def test_a_damaged_harl_checkpoint_is_refused_by_name_and_passed_over_in_its_run(
+        happo, upstream, tmp_path):
+    """#36: HARL checkpoints record each file's size and sha256 in meta.json, as PPO's do. A
+    damaged one named directly is one line (eval and --resume, nothing changed); a run whose
+    newest checkpoint is damaged resumes from the one before it, saying so."""
+    assert happo["proc"].returncode == 0, happo["proc"].stderr[-3000:]
+    run = tmp_path / "run"
+    shutil.copytree(str(happo["run_dir"]), str(run))
+    newest = run / "checkpoints" / ("step-%012d" % 640)
+    files = json.loads((newest / "meta.json").read_text())["files"]
+    assert {"actor_agent0.pt", "actor_agent1.pt", "critic_agent.pt", "optimizers.pt",
+            "harl_config.json"} <= set(files)
+    actor = newest / "actor_agent0.pt"
+    actor.write_bytes(actor.read_bytes()[:100])
+    record = (run / "config.json").read_text()
+    for argv in (["eval", "--checkpoint", newest, "--num-envs", 2, "--sim-device", "cpu",
+                  "--rl-device", "cpu"],
+                 train_args("happo", run, 960, happo["config"], "--resume", newest)):
+        error = one_error(run_mapush(argv, env=run_env(upstream), cwd=tmp_path))
+        assert "%s: its actor_agent0.pt does not match" % newest in error, error
+        assert (run / "config.json").read_text() == record
+    proc = run_mapush(train_args("happo", run, 960, happo["config"], "--resume", run),
+                      env=run_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "%s is damaged (its actor_agent0.pt does not match meta.json): using the " \
+        "checkpoint before it" % newest in proc.stderr
+    resumed = json.loads((run / "config.json").read_text())["resumes"][-1]
+    assert resumed["from"] == str(run / "checkpoints" / ("step-%012d" % 320))
 
 
 def test_mappo_trains_and_samples_memory(upstream, tmp_path):

@@ -172,8 +172,20 @@ def test_resume_from_a_missing_or_corrupt_checkpoint_changes_nothing(trained, up
                                  module.parent), env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = error_lines(proc.stderr)
-    assert len(errors) == 1 and "module.pt" in errors[0] and "corrupt" in errors[0], errors
+    assert len(errors) == 1 and "its module.pt does not match" in errors[0], errors
+    assert "damaged" in errors[0]
     assert (tree_hash(run / "checkpoints"), tree_hash(run / "logs")) == kept
+
+    # #36: the run folder passes over its damaged newest checkpoint for the one before it
+    # (here rl_model_1000_steps, its meta.json mended as one written before the file record)
+    (ckpt / "meta.json").write_text(json.dumps({"step": 1000}))
+    proc = run_mapush(train_args(run, trained["config"], 3000, "--resume", run), env,
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "%s is damaged (its module.pt does not match meta.json): using the checkpoint " \
+        "before it" % module.parent in proc.stderr, proc.stderr[-3000:]
+    assert json.loads((run / "config.json").read_text())["resumes"][-1]["from"] == str(ckpt)
+    assert checkpoint_steps(run) == [1000, 2000, 3000]
 
 
 def test_sigterm_ends_the_run_with_a_final_checkpoint_and_status_0(trained, upstream,

@@ -13,7 +13,7 @@ import types
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from mapush.checkpoints.store import read_meta
+from mapush.checkpoints.store import damaged, read_meta
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 
@@ -61,11 +61,6 @@ def _torch_load(path: Path, device: Any, **kwargs: Any) -> Any:
     return torch.load(str(path), map_location=device, **kwargs)
 
 
-def file_digest(path: Path) -> Dict[str, Any]:
-    """What a checkpoint's ``meta.json`` records of a file it vouches for."""
-    return {"bytes": path.stat().st_size, "sha256": sha256(path)}
-
-
 def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) -> Any:
     """The whole OpenRL module in ``checkpoint`` (a folder holding ``module.pt``, or the
     file: ours or the authors'); what cannot be read, or a file that does not match the
@@ -76,10 +71,10 @@ def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) 
     if not path.is_file():
         raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "
                          "module.pt" % (what, checkpoint, MODULE_FILE))
-    expected = ((read_meta(path.parent) or {}).get("files") or {}).get(MODULE_FILE)
-    if expected and file_digest(path) != expected:
+    bad = damaged(path.parent, read_meta(path.parent) or {})
+    if bad:
         raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
-                         "(corrupt); use another checkpoint" % (what, checkpoint, MODULE_FILE))
+                         "(corrupt); use another checkpoint" % (what, checkpoint, bad))
     try:
         module = _lenient_load(path) if lenient else _torch_load(path, device)
     except ImportError as exc:

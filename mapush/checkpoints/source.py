@@ -8,6 +8,7 @@ the object config's URDF (:func:`mapush.objects.read_object_name`) or ``--object
 """
 import json
 import re
+import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -16,8 +17,8 @@ from mapush.errors import UsageError
 from mapush.trainers import DEFAULT_ALGO
 from mapush.objects import read_object_name
 from mapush.checkpoints.policy import HARL_ACTOR, MODULE_FILE
-from mapush.checkpoints.store import checkpoints_dir, latest_checkpoint, list_checkpoints, \
-    read_meta
+from mapush.checkpoints.store import checkpoints_dir, damaged, latest_checkpoint, \
+    list_checkpoints, read_meta
 
 RUN_CONFIG = "config.json"
 OBJECT_CONFIG = Path("task") / "config.py"  # the run's object config, as upstream keeps it
@@ -32,6 +33,16 @@ def refuse_inside_run(option: str, out: Path, own: Optional[Path]) -> None:
         if (parent / RUN_CONFIG).is_file() and (own is None or parent != own.resolve()):
             raise UsageError("%s %s is inside the run %s; write into the run it reads or "
                              "outside any run" % (option, out, parent))
+
+
+def refuse_damaged(path: Path, meta: Dict[str, Any], what: str) -> Path:
+    """A checkpoint named directly whose files differ from its ``meta.json``: one line."""
+    bad = damaged(path, meta)
+    if bad:
+        raise UsageError("%s %s: its %s does not match the size/sha256 in meta.json (damaged): "
+                         "name its run folder instead, which uses the newest intact checkpoint"
+                         % (what, path, bad))
+    return path
 
 
 def is_upstream_run(path: Path) -> bool:
@@ -59,7 +70,15 @@ def run_checkpoints(run: Path) -> List[Tuple[Optional[int], Path]]:
     """``(step, folder)`` of every complete checkpoint of a run, ours or the authors'."""
     if is_upstream_run(run):
         return [(step, path) for step, path in upstream_checkpoints(run)]
-    return [(step, path) for step, path, _meta in list_checkpoints(run)]
+    found = []  # type: List[Tuple[Optional[int], Path]]
+    for step, path, meta in list_checkpoints(run):
+        bad = damaged(path, meta)
+        if bad:
+            print("mapush: %s is damaged (its %s does not match meta.json): skipped"
+                  % (path, bad), file=sys.stderr)
+        else:
+            found.append((step, path))
+    return found
 
 
 def resolve_resume(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
@@ -76,7 +95,7 @@ def resolve_resume(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
                          "with --init-from %s" % (target, target))
     meta = read_meta(path) if path.is_dir() else None
     if meta is not None:
-        return path.parent.parent, path, meta
+        return path.parent.parent, refuse_damaged(path, meta, "--resume"), meta
     if path.is_dir() and (path / RUN_CONFIG).is_file():
         latest = latest_checkpoint(path)
         return (path, latest[1], latest[2]) if latest else (path, None, {})
@@ -95,7 +114,7 @@ def resolve(target: str, what: str) -> Path:
         return path.parent if path.name == MODULE_FILE else path
     if read_meta(path) is not None or (path / MODULE_FILE).is_file() or \
             (path / HARL_ACTOR).is_file():
-        return path
+        return refuse_damaged(path, read_meta(path) or {}, what)
     if (path / RUN_CONFIG).is_file():
         latest = latest_checkpoint(path)
         if latest is None:

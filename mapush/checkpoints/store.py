@@ -3,11 +3,13 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
 from mapush.common.atomic import disk_full, fsync_path, fsync_tree, write_json
+from mapush.common.hashing import sha256
 
 META = "meta.json"
 TMP_PREFIX = ".tmp-"
@@ -42,7 +44,9 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
     tmp.mkdir()
     try:
         yield tmp
-        write_json(tmp / META, dict(meta, name=name))
+        files = {f.relative_to(tmp).as_posix(): file_digest(f)  # what meta.json vouches for
+                 for f in sorted(tmp.rglob("*")) if f.is_file()}
+        write_json(tmp / META, dict(meta, name=name, files=files))
         fsync_tree(tmp)
         final = root / name
         if final.exists():
@@ -65,6 +69,20 @@ def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterato
                                       "%s (step %d)" % (latest[1], latest[0]) if latest
                                       else "none", root, run_dir)) from exc
         raise
+
+
+def file_digest(path: Path) -> Dict[str, Any]:
+    """What a checkpoint's ``meta.json`` records of each of its files."""
+    return {"bytes": path.stat().st_size, "sha256": sha256(path)}
+
+
+def damaged(path: Path, meta: Dict[str, Any]) -> Optional[str]:
+    """The first file of a checkpoint that is missing or differs from its record in
+    ``meta.json`` (None: intact, or a checkpoint older than the record)."""
+    for name, digest in sorted((meta.get("files") or {}).items()):
+        if not (Path(path) / name).is_file() or file_digest(Path(path) / name) != digest:
+            return name
+    return None
 
 
 def read_meta(path: Path) -> Optional[Dict[str, Any]]:
@@ -93,5 +111,11 @@ def list_checkpoints(run_dir: Path) -> List[Tuple[int, Path, Dict[str, Any]]]:
 
 
 def latest_checkpoint(run_dir: Path) -> Optional[Tuple[int, Path, Dict[str, Any]]]:
-    found = list_checkpoints(run_dir)
-    return found[-1] if found else None
+    """The newest intact checkpoint; each damaged newer one is passed over in one line."""
+    for step, path, meta in reversed(list_checkpoints(run_dir)):
+        bad = damaged(path, meta)
+        if bad is None:
+            return step, path, meta
+        print("mapush: %s is damaged (its %s does not match meta.json): using the checkpoint "
+              "before it" % (path, bad), file=sys.stderr)
+    return None

@@ -34,7 +34,6 @@ from mapush.trainers import CONFIG_DIR, by_library
 SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
 # The high level's additions to the recipe (8000-step episodes).
 TASK_CONFIGS = {UPPER: CONFIG_DIR / "ppo_upper.yaml"}
-MODULE_FILE = policy_file.MODULE_FILE
 NAME_PREFIX = "rl_model"  # OpenRL's checkpoint names: rl_model_<step>_steps
 RESOLVED_CONFIG = "openrl_config.json"
 
@@ -306,8 +305,6 @@ class RunCallback(CheckpointCallback):
         phases.mark("checkpoint")
         with atomic_checkpoint(self.ctx.run_dir, name, meta) as tmp:
             self.agent.save(str(tmp))
-            # meta.json is written when the block ends: record what it vouches for
-            meta["files"] = {MODULE_FILE: policy_file.file_digest(Path(tmp) / MODULE_FILE)}
         self.run_logger.flush()
         self.last_saved = step
         logging.info("checkpoint %s (step %d)", checkpoints_dir(self.ctx.run_dir) / name, step)
