@@ -20,8 +20,7 @@ from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
 from mapush.errors import MapushError, UsageError
 from mapush.eval import check_fits
-from mapush.objects import ConfigReadError, check_object_name, read_object_facts, \
-    read_object_name
+from mapush.objects import ConfigReadError, check_object_name, read_object_facts, read_object_name
 from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo

@@ -18,8 +18,7 @@ def read_scalars(logdir: Path) -> Scalars:
     """``{tag: [(step, value), ...]}`` over every event file under ``logdir``, by step: the
     series TensorBoard's scalars plugin shows (legacy ``simple_value`` ones and new-style
     tensors alike; histograms and the rest are left out)."""
-    from tensorboard.backend.event_processing.plugin_event_accumulator import \
-        EventAccumulator
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
 
     found = {}  # type: Scalars

@@ -104,10 +104,17 @@ def build(run: Path, out: Path) -> Path:
     if not logs.is_dir() or not event_files(logs):
         raise UsageError("%s has no TensorBoard events (%s): train it first (make train), "
                          "or pass a run directory" % (run, logs))
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError("--out %s: cannot create it (%s): pass a writable --out DIR"
+                         % (out, exc.strerror or exc))
     plt = pyplot()
     _say("reading the events in %s" % logs)
     scalars = read_scalars(logs)
+    if not any(scalars.values()):
+        _say("warning: the event files in %s hold no readable scalars (damaged or empty): "
+             "the page has no curves" % logs)
     spec = run_config.get("spec", {})  # the authors' run of the object, for the mid level
     theirs_run = authors_runs(mapush_root() / "results").get(spec.get("object")) \
         if spec.get("task", "go1push_mid") == "go1push_mid" else None

@@ -25,8 +25,7 @@ def authors_runs(results: Path) -> Dict[str, Path]:
     runs = {}  # type: Dict[str, Path]
     for folder in sorted(results.iterdir()) if results.is_dir() else []:
         config = folder / OBJECT_CONFIG
-        if (folder / SUCCESS_FILE).is_file() and config.is_file() and \
-                upstream_checkpoints(folder):
+        if (folder / SUCCESS_FILE).is_file() and config.is_file() and upstream_checkpoints(folder):
             name = read_object_name(config)
             if name:
                 runs[name] = folder  # sorted: the newest by name wins

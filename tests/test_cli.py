@@ -184,3 +184,24 @@ def test_a_truncated_record_is_called_damaged_in_one_line_and_left_as_it_is(tmp_
     assert "config.json" in error and "damaged" in error, error
     assert (run / "config.json").read_text() == '{"spec": {"algo": "pp'
     assert sorted(p.name for p in run.iterdir()) == ["config.json"]
+
+
+def test_report_on_garbage_events_warns_and_an_uncreatable_out_is_one_line(tmp_path):
+    """#36: a report on a run whose event file is garbage exited 0 with no images and no
+    warning; ``--out`` where no folder can be made was a traceback."""
+    from tests.conftest import one_error
+
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "config.json").write_text('{"spec": {"algo": "ppo", "object": "cuboid"}}')
+    (run / "logs" / "events.out.tfevents.1.host").write_bytes(bytes(range(256)) * 4)
+    proc = run_mapush(["report", run], env=double_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning: the event files in %s hold no readable scalars" % (run / "logs") \
+        in proc.stderr, proc.stderr
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine")
+    error = one_error(run_mapush(["report", run, "--out", blocker / "report"], env=double_env(),
+                                 cwd=tmp_path))
+    assert error.startswith("error: --out %s: cannot create it" % (blocker / "report")), error
+    assert blocker.read_text() == "mine"

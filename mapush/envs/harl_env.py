@@ -7,8 +7,7 @@ import numpy as np
 import torch
 from gym import spaces
 
-from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, \
-    training_metrics
+from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, training_metrics
 from mapush.sim import make_env
 from mapush.spec import RunSpec
 from mapush.trainers import by_library

@@ -6,8 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, \
-    training_metrics
+from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, training_metrics
 
 # MAPush's recipe halves the policy's output before clipping it to the env's [-1, 1] box.
 ACTION_SCALE = 0.5

@@ -143,8 +143,7 @@ def _redirected(module: Any, run_dir: Path, device: Any) -> Iterator[None]:
 
     names = ("init_dir", "save_config", "init_device")
     saved = {name: getattr(module, name) for name in names}
-    module.init_dir, module.save_config, module.init_device = init_dir, save_config, \
-        init_device
+    module.init_dir, module.save_config, module.init_device = init_dir, save_config, init_device
     try:
         yield
     finally:
