@@ -1,10 +1,6 @@
 """``mapush report RUN``: one page a person can look at, ``RUN/report/index.html``.
 
-From what the run holds (TensorBoard events, ``eval.jsonl``, ``videos/``, ``export/``,
-``config.json``), with the authors' curves and ``success_rate.txt`` for the same object
-where ``$MAPUSH_ROOT/results`` has them (README, "Seeing the policy"); what the run lacks
-is named with the command that makes it.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import argparse
 import json
 import os

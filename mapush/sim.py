@@ -1,11 +1,4 @@
-"""The one module that imports ``isaacgym`` and ``mqe``.
-
-It turns a :class:`~mapush.spec.RunSpec` into upstream's argument namespace and object
-config, and creates the MQE environment. ``isaacgym`` must be imported before ``torch``, so
-the child process calls :func:`import_isaacgym` before anything imports torch.
-Without Isaac Gym (or MAPush) it fails fast with what is missing and how to get it; it never
-falls back to anything else.
-"""
+"""The one module that imports ``isaacgym`` and ``mqe``. (docs/architecture.md, "Modules")."""
 import argparse
 import importlib.util
 import inspect

@@ -1,11 +1,6 @@
 """Episode videos of env 0, streamed to an H.264 encoder frame by frame.
 
-MQE's camera (``record_video``; ``mqe/envs/base/legged_robot.py:1171-1212``) appends env 0's
-frame to ``env.video_frames`` each step and hands an episode over when env 0 resets. A whole
-8000-step high-level episode at 1080x1080 would be 37 GB, so each frame is taken out as it
-comes and written to ffmpeg (imageio-ffmpeg: H.264 MP4, ``yuv420p``); each episode's file is
-renamed to ``<prefix>-ep<k>-<success|fail>.mp4`` when it ends.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 from pathlib import Path
 from typing import Any, Callable, List, Optional

@@ -1,11 +1,6 @@
 """Reading policy checkpoints: ours (PPO and HARL) and the authors' published ``module.pt``.
 
-An OpenRL checkpoint is the whole ``PPOModule`` pickled (OpenRL's ``agent.save``, as the
-authors' are); unpickling it needs openrl, gym, jsonargparse and Isaac Gym's ``gym_38``
-bindings (docs/upstream.md), so :func:`load_module` names the one missing in one line, and
-:func:`input_dim` reads a checkpoint's input dim without them (a lenient unpickler). HARL
-checkpoints hold plain state dicts (``actor_agent<i>.pt``).
-"""
+How it works: docs/architecture.md, "Modules"."""
 import hashlib
 import inspect
 import pickle

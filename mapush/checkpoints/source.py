@@ -1,11 +1,6 @@
 """Which checkpoint a path means, and what it was trained on: ours or the authors'.
 
-Ours: ``<run>/checkpoints/<name>/`` with ``meta.json``, the run's ``config.json`` and its
-object config at ``<run>/task/config.py``. The authors' (``results/10-15-23_<object>/``):
-``checkpoints/rl_model_<N>_steps/module.pt``, no ``meta.json``, their object config at
-``task/config.py`` and ``success_rate.txt``. The object is never assumed: our config.json,
-the object config's URDF (:func:`mapush.objects.read_object_name`) or ``--object``.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import json
 import re
 import sys

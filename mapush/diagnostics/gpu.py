@@ -1,10 +1,6 @@
 """GPU facts for the doctor and crash reports: devices, driver, torch's architectures.
 
-Gathered from ``nvidia-smi`` (creates no CUDA context) and from torch in a short-lived
-subprocess: the parent of ``mapush train`` must neither import Isaac Gym nor hold a CUDA
-context for the whole run. ``MAPUSH_FAKE_GPU=<json file>`` replaces the probe (tests, or
-checking a machine description): the file holds :meth:`GpuFacts.to_dict` output.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import json
 import os
 import shutil

@@ -1,10 +1,6 @@
 """HARL's logger for ``mapush``: the paper's metrics, reward terms and speed to TensorBoard.
 
-HARL builds loggers without the env (incident 001's logger crashed on ``self.envs``): the
-trainer hands it in with :meth:`MAPushLogger.attach`, and :meth:`init` refuses to start
-without it. Per step, a few tensor ops; the env statistics are read once per log interval.
-The tags, shared with the OpenRL trainer, are listed in docs/harl.md.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 import sys
 import time

@@ -1,11 +1,6 @@
 """Turn a dead training child into a diagnosis: where it died, and what to do about it.
 
-Isaac Gym reports a CUDA out-of-memory inside PhysX as a bare "Segmentation fault" right
-after "GPU Pipeline: enabled" (incident 000: a day lost, three drivers tried). The parent knows
-more than the crash says: the last phase the child reached (``phases.log``), the contact
-buffer it chose (``contact_budget.json``) and the GPU memory free now. From these it lists
-the likely causes in order, each with its fix, and ends with a one-line diagnosis.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import json
 import signal
 import sys

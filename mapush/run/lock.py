@@ -1,10 +1,4 @@
-"""One writer per run: an OS lock on ``<run_dir>/.lock``.
-
-``flock`` locks belong to the open file description, so the kernel releases the lock when
-its last holder dies, even by SIGKILL: a crashed run never leaves a stale lock behind. The
-parent of ``mapush train`` takes it and hands the descriptor to the training child
-(``pass_fds``), so the run stays locked while either of them is alive.
-"""
+"""One writer per run: an OS lock on ``<run_dir>/.lock``. (docs/architecture.md, "Modules")."""
 import errno
 import fcntl
 import os

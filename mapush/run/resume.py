@@ -1,11 +1,6 @@
-"""``mapush train --resume RUN``: the run continued with everything its ``config.json``
-recorded.
+"""``mapush train --resume RUN``: the run continued with everything its ``config.json`` recorded.
 
-Only what does not change what the run is may be given again (:data:`ADJUSTABLE`): a new
-``--steps`` target, the devices, ``--checkpoint-interval`` and logging. Any other option
-given with ``--resume`` must equal the record; one that differs is a UsageError naming
-the option, the recorded and the given value, raised before anything is written.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import argparse
 import json
 from pathlib import Path
