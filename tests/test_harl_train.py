@@ -366,3 +366,38 @@ def test_missing_harl_is_named_with_the_fix(tmp_path):
     assert proc.returncode == 3, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "HARL is not importable" in last and "patches/apply harl" in last
+
+
+def _no_wandb_key(env, tmp_path, **extra):
+    env = {k: v for k, v in env.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path), **extra)  # no ~/.netrc of `wandb login` either
+    return env
+
+
+@pytest.mark.parametrize("algo", ["ppo", "happo"])
+def test_wandb_without_an_api_key_is_one_line_before_the_run_folder(upstream, tmp_path, algo):
+    """#38: PPO's --wandb without a key failed after the env was built (a 25-line traceback
+    and a half-made run folder); HAPPO's was accepted and dropped."""
+    run_dir = tmp_path / "run"
+    env = _no_wandb_key(double_env(upstream), tmp_path)
+    error = one_error(run_mapush(["train", "--algo", algo, "--num-envs", 8, "--steps", 100000,
+                                  "--run-dir", run_dir, "--sim-device", "cpu", "--rl-device",
+                                  "cpu", "--wandb"], env=env, cwd=tmp_path))
+    assert error.startswith("error: --wandb: no W&B API key here: set WANDB_API_KEY"), error
+    assert not run_dir.exists()
+
+
+def test_happo_logs_to_wandb_offline_with_the_run(upstream, tmp_path):
+    """#38: --wandb is wired for HARL: TensorBoard's scalars are mirrored into a W&B run
+    (offline here: kept in the run folder), and config.json's use_wandb is what ran."""
+    run_dir = tmp_path / "run"
+    env = _no_wandb_key(run_env(upstream), tmp_path, WANDB_MODE="offline", WANDB_SILENT="true")
+    proc = run_mapush(train_args("happo", run_dir, 320, small_config(tmp_path, "happo.yaml", 20),
+                                 "--wandb"), env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mapush: --wandb with WANDB_MODE=offline: the W&B run stays in the run folder's " \
+        "wandb/" in proc.stderr
+    logs = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(logs) == 1, sorted(p.name for p in (run_dir / "wandb").rglob("*"))
+    assert b"metrics/success_rate" in logs[0].read_bytes()
+    assert json.loads((run_dir / "config.json").read_text())["spec"]["use_wandb"] is True

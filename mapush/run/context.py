@@ -1,4 +1,5 @@
 """What the child hands a trainer: the spec, where to write, and when to stop."""
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -40,3 +41,14 @@ class RunContext:
     @property
     def start_step(self) -> int:
         return int(self.resume_meta.get("step", 0))
+
+
+def start_wandb(spec: RunSpec, config: Dict[str, Any], **extra: Any) -> None:
+    """``--wandb``: one W&B run per run folder (its id is the folder's name, so a resume
+    continues it) in the project MAPush, under no one's entity."""
+    import wandb
+
+    run_dir = Path(spec.run_dir).resolve()
+    wandb.init(project="MAPush", entity=None, dir=str(run_dir), config=config,
+               name="%s_%s_seed%d" % (spec.task, spec.object, spec.seed), job_type="training",
+               resume="allow", id=re.sub(r"[^A-Za-z0-9_-]", "-", run_dir.name)[:64], **extra)

@@ -174,6 +174,30 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
                          "larger to train further"
                          % (spec.run_dir, resume_meta.get("step", 0), spec.steps))
     check_writable(spec, record is not None)
+    if spec.use_wandb:
+        check_wandb()
+
+
+def check_wandb() -> None:
+    """``--wandb`` needs an API key (``WANDB_API_KEY`` or ``wandb login``'s ~/.netrc) unless
+    W&B runs offline, which is said in one line."""
+    mode = os.environ.get("WANDB_MODE", "")
+    if mode in ("offline", "dryrun", "disabled"):
+        print("mapush: --wandb with WANDB_MODE=%s: %s" % (mode, "nothing goes to W&B" if mode
+              == "disabled" else "the W&B run stays in the run folder's wandb/ (upload it "
+              "later with `wandb sync`)"), file=sys.stderr)
+    elif not os.environ.get("WANDB_API_KEY") and not _netrc_has("api.wandb.ai"):
+        raise UsageError("--wandb: no W&B API key here: set WANDB_API_KEY (or run `wandb "
+                         "login`), or WANDB_MODE=offline to keep the W&B run in the run folder")
+
+
+def _netrc_has(host: str) -> bool:
+    import netrc
+
+    try:
+        return netrc.netrc().authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:

@@ -16,7 +16,7 @@ from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint
-from mapush.run.context import RunContext
+from mapush.run.context import RunContext, start_wandb
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
 from mapush.spec import RunSpec
@@ -264,10 +264,9 @@ def train(ctx: RunContext) -> int:
               % (start_step, spec.steps), file=sys.stderr)
         return 0
 
-    if spec.use_wandb:
-        print("mapush: --wandb is not wired for HARL algorithms; logging to TensorBoard only",
-              file=sys.stderr)
     check_harl()
+    if spec.use_wandb:  # before HARL's SummaryWriter, whose scalars W&B then mirrors
+        start_wandb(spec, config, sync_tensorboard=True)
     runner = build_runner(spec, config)
     if ctx.resume_path is not None:
         restore_checkpoint(runner, Path(ctx.resume_path), runner.device)
@@ -325,6 +324,8 @@ def train(ctx: RunContext) -> int:
         save_checkpoint(runner, ctx, config, state)
     finally:
         _close(runner)
+        if spec.use_wandb:
+            importlib.import_module("wandb").finish()
     if ctx.stop.requested:
         print("mapush: stopped at step %d; final checkpoint written" % state["step"],
               file=sys.stderr)

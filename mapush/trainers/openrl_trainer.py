@@ -3,7 +3,6 @@
 How it works: docs/architecture.md, "Modules"."""
 import logging
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
-from mapush.run.context import RunContext
+from mapush.run.context import RunContext, start_wandb
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.spec import UPPER, RunSpec
 from mapush.trainers import CONFIG_DIR, by_library
@@ -123,12 +122,7 @@ class RunLogger(Logger):
         root.setLevel(logging.INFO)
         self.writter = SummaryWriter(self.log_dir)
         if self.use_wandb:
-            import wandb
-
-            wandb.init(project=self.project_name, entity=None, dir=str(run_dir),
-                       name="%s_%s_seed%d" % (self.scenario_name, self.exp_name, self.spec.seed),
-                       config=plain_config(self.cfg), job_type="training", resume="allow",
-                       id=re.sub(r"[^A-Za-z0-9_-]", "-", run_dir.resolve().name)[:64])
+            start_wandb(self.spec, plain_config(self.cfg))
 
     def log_scalar(self, tag: str, value: float, step: int) -> None:
         self.writter.add_scalar(tag, float(value), int(step))
