@@ -300,3 +300,21 @@ def test_the_layer_check_fails_on_a_planted_cycle_an_upward_import_and_a_cli_imp
 def test_mapush_stays_within_7000_lines():
     lines = sum(len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py"))
     assert lines <= 7000, "mapush/ has %d lines (wc -l); the budget is 7,000" % lines
+
+
+def test_the_faults_marker_selects_every_fault_of_issue_36():
+    """``pytest -m faults`` is the fault suite: kill -9 of the parent and of the child,
+    SIGTERM in training and in eval, damaged checkpoints (PPO and HARL) and records, a full
+    disk, a read-only folder, two writers."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                          "--collect-only", "-q", "-m", "faults", "tests"], cwd=str(REPO),
+                         capture_output=True, text=True, timeout=300).stdout
+    names = " ".join(line for line in out.splitlines() if "::" in line)
+    for needle in ("sigkill_of_the_parent", "sigkill_of_the_child_again", "sigkill_mid_write",
+                   "sigterm_checkpoints", "sigterm_during_eval", "corrupt_checkpoint",
+                   "damaged_harl_checkpoint", "truncated_record", "wrong_type",
+                   "full_disk_loses_nothing", "read_only_run_folder", "one_writer_per_run"):
+        assert needle in names, needle

@@ -171,6 +171,7 @@ def test_a_run_folder_that_is_empty_or_a_file_is_refused(tmp_path, command, targ
     assert (tmp_path / "a-file").read_text() == "mine"
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("command", [["report"], ["train", "--resume"]])
 def test_a_truncated_record_is_called_damaged_in_one_line_and_left_as_it_is(tmp_path, command):
     """#36: `report` on a truncated config.json was a traceback, and resume called the run

@@ -164,6 +164,7 @@ def test_calculator_gives_up_when_episodes_never_end():
     assert len(seen) == 7
 
 
+@pytest.mark.faults
 def test_sigterm_during_eval_stops_it_and_changes_nothing(upstream, run_dir, tmp_path):
     """#36: SIGTERM to `mapush eval --run` used to kill the parent at once (143, no line),
     orphan the child, leave the spec file and cut a complete eval.jsonl to what was done.

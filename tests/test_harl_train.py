@@ -228,6 +228,7 @@ def test_resume_continues_steps_axis_and_lr_schedule(happo):
     assert [s for s, _ in found["metrics/success_rate"]] == [480, 640]
 
 
+@pytest.mark.faults
 def test_a_damaged_harl_checkpoint_is_refused_by_name_and_passed_over_in_its_run(
         happo, upstream, tmp_path):
     """#36: HARL checkpoints record each file's size and sha256 in meta.json, as PPO's do. A

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mapush.checkpoints.store import latest_checkpoint, list_checkpoints, read_meta
 from tests.conftest import REPO
 
@@ -35,6 +37,7 @@ def _wait_for(path, timeout=30.0):
         time.sleep(0.05)
 
 
+@pytest.mark.faults
 def test_sigkill_mid_write_leaves_the_previous_checkpoint_loadable(tmp_path):
     run_dir, marker = tmp_path / "run", tmp_path / "writing"
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(run_dir), str(marker)],

@@ -217,6 +217,7 @@ def test_upper_resume_keeps_its_command_net(upstream, tmp_path):
     assert latest_checkpoint(run)[0] == 2 * per_update
 
 
+@pytest.mark.faults
 def test_one_writer_per_run_and_the_lock_dies_with_its_holder(upstream, tblock, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(str(tblock["run"]), str(run))
@@ -298,6 +299,7 @@ def test_the_eval_child_simulates_into_a_scratch_folder(monkeypatch, tblock):
 
 
 # -- faults: a full disk, a read-only folder ----------------------------------------------
+@pytest.mark.faults
 def test_a_full_disk_keeps_the_previous_file(tmp_path, monkeypatch):
     from mapush.common import atomic
 
@@ -315,6 +317,7 @@ def test_a_full_disk_keeps_the_previous_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no partial copy
 
 
+@pytest.mark.faults
 def test_a_full_disk_during_a_checkpoint_keeps_the_last_one(tmp_path):
     from mapush.errors import MapushError
     from mapush.checkpoints.store import atomic_checkpoint
@@ -346,6 +349,7 @@ def _in_namespace(script, env, cwd):
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.faults
 @needs_mounts
 def test_a_read_only_run_folder_is_one_line_before_training(upstream, tblock, tmp_path):
     run = tmp_path / "run"
@@ -376,6 +380,7 @@ mount --bind "$PARENT" "$PARENT" && mount -o remount,bind,ro "$PARENT"
     assert tree_hash(run) == before and list((tmp_path / "ro").iterdir()) == []
 
 
+@pytest.mark.faults
 @needs_mounts
 def test_a_full_disk_loses_nothing_and_the_run_resumes(upstream, tblock, tmp_path):
     """The run on a small tmpfs, filled: config.json first, then a checkpoint fail with one

@@ -65,6 +65,7 @@ def test_the_command_line_meets_the_same_schema(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("field,value,needle", [
     ("seed", "abc", "seed 'abc': input should be a valid integer"),
     ("num_envs", 0, "num_envs 0: input should be greater than or equal to 1"),

@@ -74,6 +74,7 @@ def wait_for_checkpoint(run_dir, proc, min_step, timeout=240):
     raise AssertionError("no checkpoint at step >= %d within %d s" % (min_step, timeout))
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("algo", ["happo", "ppo"])
 def test_sigterm_checkpoints_and_resume_continues(upstream, tmp_path, algo):
     config = tmp_path / "small.yaml"
@@ -147,6 +148,7 @@ def _alive(pid):
         return False
 
 
+@pytest.mark.faults
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_sigkill_of_the_parent_stops_the_child_with_a_checkpoint(upstream, tmp_path):
     """#36: kill -9 of `mapush train` used to leave its child training alone, holding the
@@ -186,3 +188,43 @@ def test_sigkill_of_the_parent_stops_the_child_with_a_checkpoint(upstream, tmp_p
                      env=double_env(upstream), timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert latest_checkpoint(run_dir)[0] == step + PER_UPDATE
+
+
+@pytest.mark.faults
+def test_sigkill_of_the_child_again_and_again_loses_nothing_checkpointed(upstream, tmp_path):
+    """#36 item 7: kill -9 of the training child three times, at other moments of its
+    checkpoint cadence; each time the parent ends with one diagnosis line, the newest
+    checkpoint is complete and loadable, no writer's temporary folder is left visible, and
+    --resume continues from it."""
+    config = tmp_path / "small.yaml"
+    config.write_text(CONFIGS["ppo"])
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "mapush", "train", "--algo", "ppo", "--num-envs", "8",
+            "--sim-device", "cpu", "--rl-device", "cpu", "--config", str(config),
+            "--checkpoint-interval", str(PER_UPDATE), "--run-dir", str(run_dir)]
+    last = 0
+    for round_ in range(3):
+        proc = subprocess.Popen(argv + ["--steps", str(100 * TOTAL)] + (
+            ["--resume", str(run_dir)] if round_ else []), stderr=subprocess.PIPE, text=True,
+            env=double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.05"), stdout=subprocess.DEVNULL)
+        try:
+            wait_for_checkpoint(run_dir, proc, last + PER_UPDATE)
+            time.sleep(0.35 * round_)  # another moment of the cadence each round
+            for child in _children(proc.pid):
+                subprocess.call(["kill", "-9", str(child)])
+            err = proc.communicate(timeout=60)[1]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode != 0 and err.strip().splitlines()[-1].startswith("error:"), err
+        step, path, meta = latest_checkpoint(run_dir)
+        assert step > last and step % PER_UPDATE == 0
+        assert_loadable(path, meta)
+        assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()
+                      if not p.name.startswith(".tmp-")) == sorted(
+            p.name for _s, p, _m in list_checkpoints(run_dir))
+        last = step
+    out = run_mapush(argv[3:] + ["--steps", last + PER_UPDATE, "--resume", run_dir],
+                     env=double_env(upstream), timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert latest_checkpoint(run_dir)[0] == last + PER_UPDATE
