@@ -1,6 +1,7 @@
 """One schema for every input: the types and ranges in ``schema.yaml``, checked by pydantic
 in strict mode (so ``"false"`` is not a boolean and ``"200"`` not an integer); a violation is
 one UsageError naming the key, the value and the allowed range."""
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -12,6 +13,7 @@ from typing_extensions import Literal
 from mapush.errors import UsageError
 
 SCHEMA = yaml.safe_load((Path(__file__).resolve().parent / "schema.yaml").read_text())
+LAX = "environment"  # the one section read from text, so checked in pydantic's lax mode
 MEANS = {}  # type: Dict[Tuple[str, str], Optional[str]]  # the words for a pattern
 TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 
@@ -28,7 +30,7 @@ def model(section: str) -> Any:
             kind = List[conint(ge=rule.pop("item_ge"))]  # type: ignore[misc]
         kind = Literal[tuple(choices)] if choices else TYPES.get(kind, kind)
         fields[key.replace(".", "__")] = (Optional[kind] if nullable else kind, Field(None, **rule))
-    return create_model(section, __config__=ConfigDict(strict=True), **fields)
+    return create_model(section, __config__=ConfigDict(strict=section != LAX), **fields)
 
 
 def flat(config: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
@@ -41,13 +43,15 @@ def flat(config: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
     return out
 
 
-def check(section: str, values: Dict[str, Any], where: str, options: bool = False) -> None:
+def check(section: str, values: Dict[str, Any], where: str, options: bool = False
+          ) -> Dict[str, Any]:
     """``values`` (dotted keys for nested ones) against ``section``; keys it does not list
     are left to their owner (argparse, OpenRL's parser, HARL's config merge). ``options``:
     name a key as its command-line option (``num_envs``: ``--num-envs``)."""
     known = {k: v for k, v in values.items() if k in SCHEMA[section]}
     try:
-        model(section).model_validate({k.replace(".", "__"): v for k, v in known.items()})
+        valid = model(section).model_validate({k.replace(".", "__"): v for k, v in known.items()})
+        return {k: getattr(valid, k.replace(".", "__")) for k in known}
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"]).replace("__", ".")
@@ -56,6 +60,13 @@ def check(section: str, values: Dict[str, Any], where: str, options: bool = Fals
             error["msg"][1:]
         raise UsageError("%s: %s %s: %s" % (where, "--" + key.replace("_", "-") if options
                                             else key, _show(error["input"]), message))
+
+
+def environ() -> Dict[str, Any]:
+    """The ``MAPUSH_*`` variables of the ``environment`` section that are set, checked as
+    text and converted (``"50"`` is 50)."""
+    return check(LAX, {k: os.environ[k].strip() for k in SCHEMA[LAX]
+                       if os.environ.get(k, "").strip()}, "environment", options=False)
 
 
 def _show(value: Any) -> str:

@@ -113,3 +113,20 @@ def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
     for algo in ("happo", "mappo", "hatrpo"):
         schema.check("harl", schema.flat(yaml.safe_load(
             (CONFIG_DIR / ("%s.yaml" % algo)).read_text())), algo)
+
+
+@pytest.mark.parametrize("command,name,value,needle", [
+    (["train"], "MAPUSH_STOP_GRACE_S", "abc", "'abc': input should be a valid number"),
+    (["train"], "MAPUSH_STOP_GRACE_S", "0", "'0': input should be greater than 0"),
+    (["train"], "MAPUSH_CONTACT_PAIRS_MULTIPLIER", "nan", "'nan': input should be a finite"),
+    (["eval", "--checkpoint", "x"], "MAPUSH_RRT_FIGURES", "-1",
+     "'-1': input should be greater than or equal to 0"),
+])
+def test_a_bad_mapush_variable_is_one_line_before_anything(tmp_path, command, name, value,
+                                                           needle):
+    """The MAPUSH_* numbers meet the schema too: MAPUSH_STOP_GRACE_S=abc used to fall back
+    to 50 s unsaid, and MAPUSH_RRT_FIGURES reached MQE's planner as int('-1')."""
+    argv = command + (["--run-dir", tmp_path / "run"] if command == ["train"] else []) + CPU
+    error = one_error(run_mapush(argv, env=double_env(**{name: value}), cwd=tmp_path))
+    assert error.startswith("error: environment: %s %s" % (name, needle)), error
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

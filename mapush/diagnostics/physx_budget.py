@@ -1,16 +1,15 @@
 """PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5.
 
 How it works: docs/architecture.md, "Modules"."""
-import math
-import os
 import sys
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from mapush import schema
 from mapush.common.atomic import write_json
-from mapush.errors import MapushError, UsageError
+from mapush.errors import MapushError
 from mapush.objects import ObjectFacts
 
 MULTIPLIER_ENV = "MAPUSH_CONTACT_PAIRS_MULTIPLIER"
@@ -126,16 +125,9 @@ def override_budget(num_envs: int, multiplier: float, bodies: TaskBodies,
 def plan(num_envs: int, free_bytes: Optional[int], bodies: TaskBodies) -> ContactBudget:
     """The override (``MAPUSH_CONTACT_PAIRS_MULTIPLIER``, a positive number) when set, else
     the budget."""
-    raw = os.environ.get(MULTIPLIER_ENV, "").strip()
-    if not raw:
+    multiplier = schema.environ().get(MULTIPLIER_ENV)
+    if multiplier is None:
         return choose_contact_pairs(num_envs, free_bytes, bodies)
-    try:
-        multiplier = float(raw)
-    except ValueError:
-        multiplier = -1.0
-    if not (multiplier > 0 and math.isfinite(multiplier)):
-        raise UsageError("%s=%r is not a positive finite number (unset it to let mapush size the "
-                         "PhysX contact buffer, or use e.g. 1)" % (MULTIPLIER_ENV, raw))
     return override_budget(num_envs, multiplier, bodies, free_bytes)
 
 

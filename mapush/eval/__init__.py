@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tqdm import tqdm
 
+from mapush import schema
 from mapush.checkpoints.policy import input_dim
 from mapush.checkpoints.source import describe, refuse_inside_run, resolve, run_checkpoints
 from mapush.checkpoints.store import checkpoints_dir
@@ -232,6 +233,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace, sup: Supervisor) -> int:
+    schema.environ()  # MAPUSH_RRT_FIGURES reaches MQE's planner (patches/mapush/04)
     video = getattr(args, "video", False)
     if getattr(args, "num_envs", None) is None:
         args.num_envs = 1 if video else CALCULATOR_NUM_ENVS

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from mapush import trainers
+from mapush import schema, trainers
 from mapush.checkpoints.policy import checkpoint_sha256
 from mapush.checkpoints.source import OBJECT_CONFIG, RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint, read_meta
@@ -103,11 +103,7 @@ DEFAULT_STOP_GRACE_S = 50.0
 
 
 def stop_grace_s() -> float:
-    try:
-        value = float(os.environ.get(STOP_GRACE_ENV) or DEFAULT_STOP_GRACE_S)
-    except ValueError:
-        value = DEFAULT_STOP_GRACE_S
-    return value if value > 0 else DEFAULT_STOP_GRACE_S
+    return float(schema.environ().get(STOP_GRACE_ENV, DEFAULT_STOP_GRACE_S))
 
 
 @dataclass
@@ -218,6 +214,7 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
     final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
     the child died from a signal. ``record``: the config.json of the run a resume
     continues (None: a new run). Nothing is written before every check passed."""
+    schema.environ()  # the MAPUSH_* numbers, before anything else
     if preflight:
         run_preflight(spec)
     check_spec(spec, record)
