@@ -293,3 +293,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:  # a host with `pip install .` only: no training stack
+        print("error: mapush %s needs the Python package %s, which is not installed here: run "
+              "it in the image (make shell), or pip install '.[train]' ('.[export]' for "
+              "export)" % (argv[0] if argv else "", exc.name), file=sys.stderr)
+        return 1

@@ -91,3 +91,39 @@ def test_make_report_runs_on_the_host_without_docker(host, tmp_path):
                           universal_newlines=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (sandbox / "runs" / "ppo" / "report" / "index.html").is_file()
+
+
+def test_every_subcommand_on_the_host_ends_in_a_line_not_a_traceback(host, tmp_path):
+    """#38 item 4: after `pip install .` (no torch, no Isaac Gym), `mapush eval` ended in a
+    20-line ModuleNotFoundError. Each subcommand now ends in its own output or one line
+    naming what is missing and where it runs."""
+    checkpoint = host["run"] / "checkpoints" / "rl_model_400_steps"
+    commands = {
+        "train": ["train", "--sim-device", "cpu", "--rl-device", "cpu", "--no-preflight",
+                  "--run-dir", tmp_path / "run"],
+        "doctor": ["doctor", "--sim-device", "cpu", "--rl-device", "cpu"],
+        "eval": ["eval", "--checkpoint", checkpoint, "--num-envs", 2, "--sim-device", "cpu",
+                 "--rl-device", "cpu"],
+        "export": ["export", "--checkpoint", checkpoint, "--out", tmp_path / "export"],
+        "reproduce": ["reproduce", "--results", tmp_path],
+        "pipeline": ["pipeline", "--dir", tmp_path / "pipe", "--sim-device", "cpu",
+                     "--rl-device", "cpu", "--mid-steps", 100],
+        "sweep": ["sweep", "--status", "--name", "none", "--root", tmp_path],
+        "report": ["report", host["run"], "--out", tmp_path / "report"],
+    }
+    for name, argv in commands.items():
+        proc = subprocess.run([str(host["venv"] / "bin" / "mapush")] + [str(a) for a in argv],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, env=host_env(), cwd=str(tmp_path),
+                              timeout=300)
+        assert "Traceback" not in proc.stderr, (name, proc.stderr[-3000:])
+        last = (proc.stdout if name == "doctor" else proc.stderr).strip().splitlines()[-1:]
+        verdict = "doctor: " if name == "doctor" else "error: "  # the doctor's last line
+        assert proc.returncode == 0 or last[0].startswith(verdict), (name, proc.stderr[-3000:])
+    proc = subprocess.run([str(host["venv"] / "bin" / "mapush")] + [str(a) for a in
+                                                                     commands["eval"]],
+                          stderr=subprocess.PIPE, universal_newlines=True, env=host_env(),
+                          cwd=str(tmp_path), timeout=300)
+    assert proc.stderr.strip() == (
+        "error: mapush eval needs the Python package torch, which is not installed here: run "
+        "it in the image (make shell), or pip install '.[train]' ('.[export]' for export)")
