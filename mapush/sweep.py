@@ -147,8 +147,11 @@ class Sweep(object):
 
     # -- local ----------------------------------------------------------------------------
     def run_local(self) -> int:
-        gpus = parse_list("--gpus", self.args.gpus, int) if self.args.gpus else visible_gpus()
-        shown = visible_gpus() if self.args.gpus else gpus
+        # every cell on the CPU: no GPU to list (nvidia-smi may be absent); --per-gpu at once
+        cpu = not self.args.gpus and "cuda" not in self.args.sim_device + self.args.rl_device
+        gpus = ["cpu"] if cpu else parse_list("--gpus", self.args.gpus, int) \
+            if self.args.gpus else visible_gpus()  # type: List[Any]
+        shown = gpus if cpu or not self.args.gpus else visible_gpus()
         unknown = [g for g in gpus if g not in shown]
         if unknown:
             raise UsageError("--gpus: GPU %s not shown by nvidia-smi (it shows %s)"
@@ -161,13 +164,13 @@ class Sweep(object):
         for cell in self.record["cells"]:
             if cell["state"] == "done":
                 print("mapush sweep: %s: done, skipped" % cell["name"], file=sys.stderr)
-        free = list(gpus)
+        free = [gpu for gpu in gpus for _slot in range(self.args.per_gpu)]
         raw = self.args.runner or os.environ.get("MAPUSH_SWEEP_RUNNER")
         try:
             runner = shlex.split(raw) if raw else [sys.executable, "-m", "mapush"]
         except ValueError as exc:  # unbalanced quotes
             raise UsageError("--runner (or MAPUSH_SWEEP_RUNNER) %r: %s" % (raw, exc))
-        running = {}  # type: Dict[int, Any]
+        running = []  # type: List[Any]  # (gpu, process, cell)
 
         sup = Supervisor("mapush sweep", "every running cell stops with a checkpoint; run the "
                          "sweep again to resume")
@@ -177,10 +180,11 @@ class Sweep(object):
                 while todo and free and not sup.stopping:
                     gpu, cell = free.pop(0), todo.pop(0)
                     argv = self.train_args(cell)
-                    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu), GPU=str(gpu))
+                    env = dict(os.environ, CUDA_VISIBLE_DEVICES="" if cpu else str(gpu),
+                               GPU=str(gpu))
                     command = [part.replace("{gpu}", str(gpu)) for part in runner] + argv
-                    print("mapush sweep: %s on GPU %d: %s" % (cell["name"], gpu,
-                                                            " ".join(command)),
+                    print("mapush sweep: %s on %s: %s" % (cell["name"], "the CPU" if cpu else
+                                                          "GPU %d" % gpu, " ".join(command)),
                           file=sys.stderr, flush=True)
                     cell.update(state="running", gpu=gpu, started=now(),
                                 command=["mapush"] + argv, spec=argv[-1],
@@ -188,15 +192,14 @@ class Sweep(object):
                     cell.pop("finished", None)
                     cell.pop("exit", None)
                     self.save()
-                    running[gpu] = (sup.start(command, env=env), cell)
+                    running.append((gpu, sup.start(command, env=env), cell))
                 time.sleep(POLL_S)
                 sup.poll()
-                for gpu in list(running):
-                    proc, cell = running[gpu]
+                for gpu, proc, cell in list(running):
                     code = proc.poll()
                     if code is None:
                         continue
-                    del running[gpu]
+                    running.remove((gpu, proc, cell))
                     free.append(gpu)
                     sup.children.remove(proc)
                     state = "stopped" if sup.stopping else ("done" if code == 0 else "failed")

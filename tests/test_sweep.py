@@ -189,3 +189,24 @@ def test_a_hundred_seeds_make_a_short_default_name(upstream, swept):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "sweep ppo_cuboid_seeds1..100-n100 " in proc.stdout, proc.stdout[:2000]
 
+
+
+def test_a_cpu_sweep_needs_no_nvidia_smi_and_runs_per_gpu_cells_at_once(upstream, tmp_path):
+    """#38 item 8: with --sim-device and --rl-device cpu the local executor lists no GPU (no
+    nvidia-smi on PATH, no MAPUSH_FAKE_GPU) and runs --per-gpu cells at once on the CPU."""
+    env = double_env(upstream, PATH=os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep)
+        if not (Path(p) / "nvidia-smi").exists()))
+    env.pop("MAPUSH_FAKE_GPU", None)
+    proc = run_mapush(sweep_args(tmp_path, "--seeds", "1,2", "--per-gpu", 2, "--name", "cpu"),
+                      env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "on the CPU" in proc.stderr
+    found = cells(tmp_path, "cpu")
+    assert {c["state"] for c in found.values()} == {"done"}
+    assert {c["gpu"] for c in found.values()} == {"cpu"}
+    (s1, f1), (s2, f2) = sorted((c["started"], c["finished"]) for c in found.values())
+    assert s2 < f1  # both at once
+    for cell in found.values():
+        config = json.loads((Path(cell["run_dir"]) / "config.json").read_text())
+        assert config["provenance"]["cuda_visible_devices"] == ""
