@@ -1,9 +1,4 @@
-"""The ``mapush`` command (contract: docs/cli.md).
-
-Validates options into one :class:`~mapush.spec.RunSpec` and hands it on; bad input is one
-``error:`` line naming the option and the fix, exit status 2. Heavy modules (torch, Isaac
-Gym, trainers) are imported only by the subcommand that needs them.
-"""
+"""The ``mapush`` command (contract: docs/cli.md). (docs/architecture.md, "Modules")."""
 import argparse
 import importlib
 import json

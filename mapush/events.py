@@ -1,9 +1,6 @@
 """Scalar series out of a run's TensorBoard event files, through TensorBoard's own reader.
 
-``mapush report`` draws them and the smoke test checks the memory the trainers logged. The
-trainers write scalars with tensorboardX; TensorBoard's accumulator reads legacy and
-new-style scalars alike and skips the torn last record of a live writer.
-"""
+How it works: docs/architecture.md, "Modules"."""
 from pathlib import Path
 from typing import Dict, List, Tuple
 

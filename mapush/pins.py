@@ -1,9 +1,6 @@
 """Read the pins of ``env/pins.env``, the single source of every version and commit.
 
-The package ships them: ``mapush/pins.env`` is a symbolic link to ``../env/pins.env`` in the
-source tree, and a wheel built from it (``pip install .``, the image's install) carries the
-file itself, so a ``mapush`` installed anywhere records every pin in its runs' config.json.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 from pathlib import Path
 from typing import Dict, Optional

@@ -1,9 +1,6 @@
 """Phase markers the child leaves for the parent, so a bare segfault can be placed.
 
-The child appends ``<unix time> <phase>`` lines to the file named by ``MAPUSH_PHASE_FILE``
-with unbuffered ``os.write`` calls: the kernel keeps what was written even when the process
-dies from a signal a microsecond later.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 import time
 from typing import Any, Dict, List

@@ -1,9 +1,6 @@
 """``mapush doctor`` and the preflight of ``mapush train``: check the machine before a run.
 
-Each check says ok / warn / fail / skip, and for a problem the fix: what the seeds lost days
-to was knowable before the simulation started. This process never imports Isaac Gym: it is
-probed in a subprocess, and GPU facts come from nvidia-smi and a torch subprocess.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import importlib.util
 import json
 import os

@@ -1,13 +1,6 @@
 """Training statistics of the paper's metrics, computed on the env's device in bounded windows.
 
-One implementation serves both adapters: each step copies MQE's termination mask and
-``finished_buf`` into a preallocated device buffer (no host sync); full or read, it is folded
-into fixed-size ring buffers, vectorised over time. Only :meth:`EpisodeStats.summary` copies
-to the host, and nothing grows with the steps (incident 001). The definitions (MAPush's
-calculator, ``openrl_ws/test.py:136-142``) and why collision and collaboration degree are
-first-episode figures (``mqe/envs/field/legged_robot_field.py:24-31,204-230``) are in
-docs/architecture.md, "Training statistics".
-"""
+How it works: docs/architecture.md, "Training statistics"."""
 from typing import Any, Dict
 
 import torch

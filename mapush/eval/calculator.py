@@ -1,9 +1,6 @@
 """The evaluation child: ``python -m mapush.eval.calculator EVAL_SPEC_JSON``.
 
-Builds the checkpoint's env, loads its policy through the trainer registry and runs MAPush's
-calculator (or records videos); prints one JSON result on stdout and leaves with
-``os._exit`` (Isaac Gym can segfault in interpreter teardown).
-"""
+How it works: docs/architecture.md, "Modules"."""
 import json
 import math
 import os

@@ -1,9 +1,6 @@
 """The training child: import Isaac Gym first, run the trainer, leave without teardown.
 
-``python -m mapush.run.child CONFIG_JSON``. After logs and checkpoints are flushed the
-process ends with ``os._exit``: Python's interpreter teardown is where Isaac Gym segfaults
-(incident 002), and nothing is left to clean up by then.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import json
 import sys
 import traceback

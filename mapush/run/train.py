@@ -1,9 +1,6 @@
 """``mapush train`` in the parent process: preflight, run directory, child, exit status.
 
-The simulation runs in a child process so that a crash inside Isaac Gym/PhysX (a bare
-SIGSEGV) can be reported with the phase it happened in, and so that SIGINT/SIGTERM reach a
-process that can still write its final checkpoint.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import os
 import signal
 import sys
