@@ -260,6 +260,7 @@ COMMANDS = {
     "doctor": "mapush.diagnostics.doctor", "smoke": "mapush.smoke",
     "eval": "mapush.eval", "report": "mapush.report", "sweep": "mapush.sweep",
     "pipeline": "mapush.pipeline", "reproduce": "mapush.reproduce", "export": "mapush.export",
+    "runs": "mapush.runs",
 }
 
 

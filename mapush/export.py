@@ -1,8 +1,6 @@
 """``mapush export``: a checkpoint as a self-contained policy, TorchScript and ONNX.
 
-What ``mapush eval`` acts with (OpenRL's or HARL's deterministic ``act``: ``base``, input
-LayerNorm included, then the Gaussian's mean), checked against the checkpoint's own ``act``
-before the folder appears, with ``policy.json`` (``export_layout.yaml``, cited at the pin)."""
+How it works: docs/architecture.md, "Modules"."""
 import argparse
 import importlib.util
 import inspect

@@ -1,7 +1,6 @@
 """What a run was made of: versions, upstream commits and applied patches.
 
-Recorded in every run's ``config.json`` so that a result can be traced to its exact stack.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import hashlib
 import json
 import os

@@ -59,7 +59,7 @@ def check(section: str, values: Dict[str, Any], where: str, options: bool = Fals
         message = "input should be " + means if means else error["msg"][0].lower() + \
             error["msg"][1:]
         raise UsageError("%s: %s %s: %s" % (where, "--" + key.replace("_", "-") if options
-                                            else key, _show(error["input"]), message))
+                                            else key, repr(error["input"])[:60], message))
 
 
 def environ() -> Dict[str, Any]:
@@ -67,8 +67,3 @@ def environ() -> Dict[str, Any]:
     text and converted (``"50"`` is 50)."""
     return check(LAX, {k: os.environ[k].strip() for k in SCHEMA[LAX]
                        if os.environ.get(k, "").strip()}, "environment", options=False)
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,8 +1,6 @@
 """The run spec: every option of ``mapush train`` validated into one immutable record.
 
-The CLI builds it, the parent writes it to ``config.json``, the child reads it back; nothing
-downstream re-parses options.
-"""
+How it works: docs/architecture.md, "Modules"."""
 import re
 import time
 from dataclasses import asdict, dataclass, replace

@@ -22,11 +22,7 @@ def to_env_actions(actions: Any, device: Any, scale: float = ACTION_SCALE) -> to
 class OpenRLEnv(object):
     """Wraps the env returned by :func:`mapush.sim.make_env` for OpenRL.
 
-    ``batch_rewards`` (called by OpenRL once per rollout) returns the scalars for OpenRL's
-    logger, already named by the shared TensorBoard convention: ``reward/<term>`` and
-    ``metrics/<name>`` (``metrics/first_episode/<name>`` for the degrees, see
-    :mod:`mapush.envs.stats`).
-    """
+    More: docs/architecture.md, "Modules"."""
 
     env_name = "go1push_mid"
 

@@ -33,11 +33,7 @@ def slope(xs: List[float], ys: List[float]) -> float:
 class MemoryWatchdog(object):
     """Sample memory every ``every`` updates; warn once on steady growth after warm-up.
 
-    ``warmup`` counts samples (not updates) ignored by the growth check: allocator caches
-    and the rollout buffers fill during the first updates. ``sampler`` (tests) returns a
-    dict ``tag -> MB`` in place of the real measurement; the growth check follows
-    ``track`` (allocated GPU memory, or the host RSS on CPU).
-    """
+    More: docs/architecture.md, "Modules"."""
 
     def __init__(self, device: Any, log_scalar: LogScalar, every: int = 10, warmup: int = 5,
                  window: int = 8, threshold_mb: float = 64.0, min_positive: float = 0.75,

@@ -219,14 +219,7 @@ def resumable_driver(start_update: int, start_step: int) -> type:
 
 
 class RunCallback(CheckpointCallback):
-    """OpenRL's checkpoint callback for a run directory.
-
-    Saves at the first update boundary after every ``interval`` env steps and at the end
-    (also when stopped), atomically, named like OpenRL's (``rl_model_<step>_steps``); the
-    step recorded is the env steps the saved weights were trained on. Each env step it
-    polls the stop flag (returning False ends OpenRL's loop); after each update it logs
-    throughput and feeds the memory watchdog. Marks the phases.
-    """
+    """OpenRL's checkpoint callback for a run directory (docs/architecture.md, "Modules")."""
 
     def __init__(self, ctx: RunContext, run_logger: RunLogger, cfg: Any, num_envs: int,
                  start_step: int, start_update: int) -> None:

@@ -1,0 +1,66 @@
+"""``mapush runs [DIR]``: one line per run under DIR: what it trains, how far it got, its
+state and its last evaluation. Reads config.json, the checkpoints, the lock, phases.log and
+eval.jsonl; writes nothing (not even the lock file)."""
+import argparse
+import fcntl
+import json
+from pathlib import Path
+from typing import Any, List
+
+from mapush.checkpoints.source import RUN_CONFIG
+from mapush.checkpoints.store import latest_checkpoint
+from mapush.common.phases import read_phases
+from mapush.errors import UsageError
+from mapush.run.crash import PHASE_LOG
+from mapush.run.lock import LOCK_FILE
+
+COLUMNS = ("run", "task", "object", "algo", "steps", "checkpoint", "state", "success")
+
+
+def locked(run: Path) -> bool:
+    """Whether a ``mapush train`` holds the run's lock (tried for a moment, never created)."""
+    if not (run / LOCK_FILE).is_file():
+        return False
+    with open(str(run / LOCK_FILE)) as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+    return False
+
+
+def row(run: Path, root: Path) -> List[Any]:
+    """A run's line: running (its lock is held), done (its target reached), stopped (the
+    child ended its loop), else crashed; the success rate of eval.jsonl's last line."""
+    try:
+        spec = json.loads((run / RUN_CONFIG).read_text())["spec"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [run.relative_to(root), "-", "-", "-", "-", "-", "damaged record", "-"]
+    latest = latest_checkpoint(run)
+    step = latest[0] if latest else 0
+    state = "running" if locked(run) else "done" if step >= int(spec.get("steps") or 1) else \
+        "stopped" if read_phases(str(run / PHASE_LOG))[-1:] == ["shutdown"] else "crashed"
+    evals = (run / "eval.jsonl").read_text().split("\n") if (run / "eval.jsonl").is_file() else []
+    try:
+        success = json.loads(([line for line in evals if line.strip()] or ["{}"])[-1]).get(
+            "success_rate")
+    except (ValueError, AttributeError):
+        success = None
+    return [run.relative_to(root), spec.get("task"), spec.get("object"), spec.get("algo"),
+            "%d/%s" % (step, spec.get("steps")), latest[1].name if latest else "-", state,
+            "-" if success is None else "%.3f" % success]
+
+
+def main(args: argparse.Namespace) -> int:
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise UsageError("DIR %s: no such folder (runs are written under runs/ by default)"
+                         % root)
+    rows = [row(path.parent, root) for path in sorted(root.rglob(RUN_CONFIG))
+            if (path.parent / PHASE_LOG).exists() or (path.parent / "checkpoints").is_dir()]
+    table = [list(COLUMNS)] + [[str(cell) for cell in r] for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    for r in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(r, widths)).rstrip())
+    print("%d run(s) under %s" % (len(rows), root))
+    return 0

@@ -1,0 +1,70 @@
+"""``mapush runs [DIR]`` (#38 item 11): one line per run with its state, read from the
+record, the checkpoints, the lock, phases.log and eval.jsonl, and nothing written."""
+import json
+import subprocess
+import sys
+import time
+
+from tests.conftest import double_env, one_error, run_mapush, tree_hash
+
+
+def make_run(root, name, steps, trained, phases=(), evals=(), record=None):
+    run = root / "runs" / "go1push_mid" / "cuboid" / "ppo" / name
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text(record if record is not None else json.dumps(
+        {"spec": {"task": "go1push_mid", "object": "cuboid", "algo": "ppo", "steps": steps}}))
+    for step in trained:
+        checkpoint = run / "checkpoints" / ("rl_model_%d_steps" % step)
+        checkpoint.mkdir()
+        (checkpoint / "meta.json").write_text(json.dumps({"step": step}))
+    (run / "phases.log").write_text("".join("1.0 %s\n" % phase for phase in phases))
+    if evals:
+        (run / "eval.jsonl").write_text("".join(json.dumps({"success_rate": s}) + "\n"
+                                                for s in evals))
+    return run
+
+
+def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
+    make_run(tmp_path, "done", 400, [200, 400], ["start", "training", "shutdown"], [0.5, 0.75])
+    make_run(tmp_path, "stopped", 1000, [400], ["start", "training", "shutdown"])
+    make_run(tmp_path, "crashed", 1000, [200], ["start", "training"])
+    running = make_run(tmp_path, "running", 1000, [], ["start"])
+    make_run(tmp_path, "torn", 1000, [], record='{"spec": {"ta')
+    (running / ".lock").write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               "f = open(sys.argv[1], 'w')\n"
+                               "fcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\n"
+                               "time.sleep(60)\n", str(running / ".lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = tree_hash(tmp_path / "runs")
+        proc = run_mapush(["runs"], env=double_env(), cwd=tmp_path)
+        after = tree_hash(tmp_path / "runs")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert before == after  # not even a lock file was made
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["run", "task", "object", "algo", "steps", "checkpoint", "state",
+                                "success"]
+    found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:] for line in lines[1:-1]}
+    assert found["done"] == ["go1push_mid", "cuboid", "ppo", "400/400", "rl_model_400_steps",
+                             "done", "0.750"]
+    assert found["stopped"][3:] == ["400/1000", "rl_model_400_steps", "stopped", "-"]
+    assert found["crashed"][3:] == ["200/1000", "rl_model_200_steps", "crashed", "-"]
+    assert found["running"][3:] == ["0/1000", "-", "running", "-"]
+    assert found["torn"][-3:] == ["damaged", "record", "-"]
+    assert lines[-1] == "5 run(s) under runs"
+    # once the holder is gone, the run that was running is a crash
+    time.sleep(0.2)
+    proc = run_mapush(["runs", "runs/go1push_mid"], env=double_env(), cwd=tmp_path)
+    assert [line for line in proc.stdout.splitlines()
+            if "running" in line.split()[0]][0].split()[-2] == "crashed"
+
+
+def test_runs_of_a_missing_folder_is_one_line(tmp_path):
+    error = one_error(run_mapush(["runs", tmp_path / "nowhere"], env=double_env(), cwd=tmp_path))
+    assert error == "error: DIR %s: no such folder (runs are written under runs/ by default)" \
+        % (tmp_path / "nowhere")
