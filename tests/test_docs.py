@@ -54,3 +54,20 @@ def test_every_local_link_in_the_docs_resolves():
             if not (path.parent / target).exists():
                 broken.append("%s -> %s" % (path.relative_to(REPO), target))
     assert broken == []
+
+
+def test_the_readme_is_a_front_page_with_contents_and_one_set_of_minimums():
+    """#38: the README was 504 lines with no table of contents, and it and docs/docker.md
+    gave different minimums for the driver and Docker."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    assert "## Contents" in readme
+    for anchor in re.findall(r"\]\(#([^)]+)\)", readme):
+        titles = [re.sub(r"[^\w\- ]", "", line[3:].strip().lower()).replace(" ", "-")
+                  for line in readme.splitlines() if line.startswith("## ") or
+                  line.startswith("### ")]
+        assert anchor in titles, anchor
+    docker = (REPO / "docs" / "docker.md").read_text()
+    for minimum in ("R510 (510.39.01) or newer", "Docker Engine 23.0 or newer"):
+        assert minimum in readme and minimum in " ".join(docker.split()), minimum
+    assert "docker-buildx-plugin docker-compose-plugin" in readme
