@@ -148,13 +148,19 @@ endif
 # sha256 if any) and BuildKit. One `error:` line for each that is missing, exit 2. Skipped by
 # `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
-_COMPOSE_GOALS := train resume eval video export pipeline reproduce doctor smoke-test shell sweep \
+# (make doctor runs its own host checks, one line each, then the container's doctor)
+_COMPOSE_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep \
 	sweep-report tensorboard tensorboard-stop compose-check
-_IMAGE_GOALS := train resume eval video export pipeline reproduce doctor smoke-test shell sweep \
+_IMAGE_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep \
 	sweep-report sif
+# the goals that start the training container on a GPU: the driver and the Container Toolkit
+_GPU_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep
+NVIDIA_SMI ?= nvidia-smi
+_HOST_ENV = DOCKER='$(DOCKER)' NVIDIA_SMI='$(NVIDIA_SMI)' \
+	TARBALL_MISSING_MSG='$(subst error: ,,$(_TARBALL_MSG))'
 # $(call _prereqs,COMPOSE 0/1,BUILD always/if-missing/never) -> the last error line, or empty
-_prereqs = $(if $(_DRY_RUN),,$(shell DOCKER='$(DOCKER)' \
-	TARBALL_MISSING_MSG='$(subst error: ,,$(_TARBALL_MSG))' $(HOST_CHECK) prereqs $(1) $(2) \
+_prereqs = $(if $(_DRY_RUN),,$(shell $(_HOST_ENV) \
+	NEEDS_GPU=$(if $(filter $(_GPU_GOALS),$(MAKECMDGOALS)),1,0) $(HOST_CHECK) prereqs $(1) $(2) \
 	'$(IMAGE)' '$(ISAACGYM_TARBALL_PATH)' '$(ISAACGYM_TARBALL_SHA256)'))
 _NEEDS_COMPOSE := $(if $(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),1,0)
 ifneq ($(filter build,$(MAKECMDGOALS)),)
@@ -202,6 +208,7 @@ help: ## list the targets and their variables
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: $(_TB_DEFAULT_BASE)))"
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
+	@echo "    NVIDIA_SMI=$(NVIDIA_SMI)  (the host checks of make doctor and the GPU targets)"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
 	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
@@ -360,7 +367,10 @@ reproduce: image runs-dir ## the authors' checkpoints evaluated beside their tab
 	$(COMPOSE) run --rm train mapush reproduce $(EXTRA)
 
 .PHONY: doctor
-doctor: image ## check GPU, driver, Isaac Gym, gymtorch, patches and MAPush in the container
+doctor: ## check the host (driver, GPU, Container Toolkit, Docker, tarball, disk), then Isaac Gym, patches and MAPush in the image once it is built
+	@rc=0; $(_HOST_ENV) $(HOST_CHECK) host '$(IMAGE)' '$(ISAACGYM_TARBALL_PATH)' \
+	  '$(ISAACGYM_TARBALL_SHA256)' || rc=$$?; \
+	if [ $$rc = 3 ]; then exit 0; elif [ $$rc != 0 ]; then exit $$rc; fi; \
 	$(COMPOSE) run --rm doctor mapush doctor --num-envs $(NUM_ENVS)
 
 .PHONY: smoke-test

@@ -7,13 +7,20 @@
 #        docker/host-check.sh tarball PATH [SHA256]
 #        docker/host-check.sh runs-dir DIR CONTAINER_UID
 #        docker/host-check.sh prereqs COMPOSE BUILD IMAGE TARBALL [SHA256]
+#        docker/host-check.sh host IMAGE TARBALL [SHA256]
 #        docker/host-check.sh tensorboard-base IMAGE
 #
-# prereqs   every prerequisite of a make target in one pass: Compose v2 (COMPOSE=1), a
-#           running Docker daemon, and when the image must be built (BUILD=always, or
-#           BUILD=if-missing and IMAGE does not exist or cannot be asked for) the tarball
-#           and BuildKit. One `error:` line on stderr for each that is missing, except the
-#           last, which goes to stdout for make to print with $(error); exit 2 if any.
+# prereqs   every prerequisite of a make target in one pass: the NVIDIA driver and a GPU
+#           (nvidia-smi) and the NVIDIA Container Toolkit (NEEDS_GPU=1 in the environment: the
+#           targets that start the training container), Compose v2 (COMPOSE=1), a running
+#           Docker daemon, and when the image must be built (BUILD=always, or BUILD=if-missing
+#           and IMAGE does not exist or cannot be asked for) the tarball, BuildKit and the
+#           disk space a build takes. One `error:` line on stderr for each that is missing,
+#           except the last, which goes to stdout for make to print with $(error); exit 2.
+# host      make doctor before (and besides) the image: one line per check of the host
+#           (`ok: ...` or `error: ...` with its fix): driver and GPUs, Container Toolkit,
+#           Docker daemon, BuildKit, Compose v2, the tarball, disk free for a build. Exit 2
+#           if any failed; 3 if all passed and IMAGE is not built yet; else 0.
 #
 # buildkit  `docker build --build-context` (make build) needs BuildKit, i.e. the buildx
 #           plugin; Debian's docker.io 20.10 has neither and fails with "unknown flag".
@@ -28,18 +35,44 @@
 # tensorboard-base  the base image of docker/tensorboard.Dockerfile is here or can be
 #           pulled; without a registry, one line names TENSORBOARD_BASE_IMAGE and
 #           docker/scripts/debian-base.sh instead of BuildKit's dump.
-# DOCKER (default docker) is the docker command.
+# DOCKER (default docker) is the docker command; NVIDIA_SMI (default nvidia-smi) the driver's
+# tool; BUILD_DISK_GB (default 30) the free space a build of the image takes.
 set -euo pipefail
 
 docker_cmd=${DOCKER:-docker}
+nvidia_smi=${NVIDIA_SMI:-nvidia-smi}
+build_disk_gb=${BUILD_DISK_GB:-30}
 fail() {
     echo "error: $*" >&2
     exit 2
 }
 
-BUILDKIT_MSG="make build needs Docker BuildKit ('docker buildx version' failed): install the buildx plugin (Docker's docker-buildx-plugin package, or docker-buildx on Debian/Ubuntu) and retry"
-COMPOSE_MSG="Docker Compose v2 is missing ('docker compose version' failed): install the compose plugin (Docker's docker-compose-plugin package, or docker-compose-v2 on Debian/Ubuntu); the old docker-compose v1 is not enough"
+BUILDKIT_MSG="make build needs Docker BuildKit ('docker buildx version' failed): install docker-buildx-plugin from Docker's apt repository (README, 'What you need') and retry"
+COMPOSE_MSG="Docker Compose v2 is missing ('docker compose version' failed): install docker-compose-plugin from Docker's apt repository (README, 'What you need'); the old docker-compose v1 is not enough"
 DAEMON_MSG="the Docker daemon does not answer ('docker info' failed): start it (sudo systemctl start docker), or check DOCKER_HOST and that you may use it (the docker group)"
+GPU_MSG="no NVIDIA driver answers ('nvidia-smi -L' failed or lists no GPU): install the NVIDIA driver, R510 (510.39.01) or newer, on a machine with an NVIDIA GPU"
+TOOLKIT_MSG="the NVIDIA Container Toolkit is missing (no nvidia-ctk, no nvidia runtime in 'docker info'): install nvidia-container-toolkit, run 'sudo nvidia-ctk runtime configure --runtime=docker' and restart Docker"
+
+gpus() {  # the GPUs nvidia-smi lists, one per line (fails without a driver or a GPU)
+    local out
+    out=$("$nvidia_smi" -L 2>/dev/null) && [ -n "$out" ] && echo "$out"
+}
+
+has_toolkit() {
+    command -v nvidia-ctk >/dev/null 2>&1 && return 0
+    command -v nvidia-container-runtime >/dev/null 2>&1 && return 0
+    "$docker_cmd" info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"nvidia"'
+}
+
+disk_problem() {  # one line when the folder Docker builds into has less free than a build takes
+    local root free
+    root=$("$docker_cmd" info --format '{{.DockerRootDir}}' 2>/dev/null || true)
+    while [ -n "$root" ] && [ ! -d "$root" ]; do root=$(dirname "$root"); done
+    free=$(df -Pk "${root:-/}" 2>/dev/null | awk 'NR == 2 {print int($4 / 1048576)}')
+    if [ -n "$free" ] && [ "$free" -lt "$build_disk_gb" ]; then
+        echo "only ${free} GB free on ${root:-/} (Docker's data root): building the image takes about ${build_disk_gb} GB (README, 'What you need'); free space there, or move Docker's data-root"
+    fi
+}
 
 check_buildkit() {
     "$docker_cmd" buildx version >/dev/null 2>&1 || fail "$BUILDKIT_MSG"
@@ -102,6 +135,10 @@ check_runs_dir() {
 
 check_prereqs() {
     local compose=$1 build=$2 image=$3 tarball=$4 sha=${5:-} problems=() daemon=1 msg i
+    if [ "${NEEDS_GPU:-0}" = 1 ]; then
+        gpus >/dev/null || problems+=("$GPU_MSG")
+        has_toolkit || problems+=("$TOOLKIT_MSG")
+    fi
     if [ "$compose" = 1 ] && ! "$docker_cmd" compose version >/dev/null 2>&1; then
         problems+=("$COMPOSE_MSG")
     fi
@@ -120,6 +157,7 @@ check_prereqs() {
             problems+=("${msg#error: }")
         fi
         "$docker_cmd" buildx version >/dev/null 2>&1 || problems+=("$BUILDKIT_MSG")
+        msg=$(disk_problem) && [ -n "$msg" ] && problems+=("$msg")
     fi
     [ "${#problems[@]}" -eq 0 ] && return 0
     for ((i = 0; i < ${#problems[@]} - 1; i++)); do
@@ -127,6 +165,30 @@ check_prereqs() {
     done
     echo "error: ${problems[${#problems[@]} - 1]}"
     exit 2
+}
+
+check_host() {
+    local image=$1 tarball=$2 sha=${3:-} bad=0 list msg
+    say() { if [ "$1" = ok ]; then echo "ok: $2"; else echo "error: $2"; bad=1; fi; }
+    if list=$(gpus); then
+        say ok "NVIDIA driver $("$nvidia_smi" --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(wc -l <<<"$list") GPU(s): $(head -n 1 <<<"$list")"
+    else say error "$GPU_MSG"; fi
+    if has_toolkit; then say ok "NVIDIA Container Toolkit"; else say error "$TOOLKIT_MSG"; fi
+    if "$docker_cmd" info >/dev/null 2>&1; then say ok "Docker daemon answers"; else say error "$DAEMON_MSG"; fi
+    if "$docker_cmd" buildx version >/dev/null 2>&1; then say ok "BuildKit (docker buildx)"; else say error "$BUILDKIT_MSG"; fi
+    if "$docker_cmd" compose version >/dev/null 2>&1; then say ok "Docker Compose v2"; else say error "$COMPOSE_MSG"; fi
+    if "$docker_cmd" image inspect "$image" >/dev/null 2>&1; then
+        say ok "image $image is built (the tarball and disk checks are for building it)"
+        [ "$bad" = 0 ] || exit 2
+        return 0
+    fi
+    if [ ! -f "$tarball" ]; then say error "${TARBALL_MISSING_MSG:-Isaac Gym tarball $tarball does not exist}"
+    elif msg=$(check_tarball "$tarball" "$sha" 2>&1); then say ok "Isaac Gym tarball $tarball"
+    else say error "${msg#error: }"; fi
+    if msg=$(disk_problem) && [ -n "$msg" ]; then say error "$msg"; else say ok "disk: at least ${build_disk_gb} GB free for the build"; fi
+    [ "$bad" = 0 ] || exit 2
+    echo "mapush: the host is ready; the image $image is not built yet: make build (then make doctor also checks inside it)"
+    exit 3
 }
 
 check_tensorboard_base() {
@@ -147,5 +209,7 @@ case "${1:-}" in
                       check_tensorboard_base "$2" ;;
     prereqs) [ $# -ge 5 ] || fail "usage: docker/host-check.sh prereqs COMPOSE BUILD IMAGE TARBALL [SHA256]"
              check_prereqs "$2" "$3" "$4" "$5" "${6:-}" ;;
-    *) fail "usage: docker/host-check.sh {buildkit|compose|tarball PATH [SHA256]|runs-dir DIR UID|prereqs ...|tensorboard-base IMAGE}" ;;
+    host) [ $# -ge 3 ] || fail "usage: docker/host-check.sh host IMAGE TARBALL [SHA256]"
+          check_host "$2" "$3" "${4:-}" ;;
+    *) fail "usage: docker/host-check.sh {buildkit|compose|tarball PATH [SHA256]|runs-dir DIR UID|prereqs ...|host ...|tensorboard-base IMAGE}" ;;
 esac

@@ -28,6 +28,8 @@ if [ "$1 $2" = "compose version" ] && [ -n "${STUB_NO_COMPOSE:-}" ]; then
     echo "docker: 'compose' is not a docker command." >&2; exit 1; fi
 if [ "$1" = "info" ] && [ -n "${STUB_NO_DAEMON:-}" ]; then
     echo "Cannot connect to the Docker daemon" >&2; exit 1; fi
+if [ "$1 $2 $3" = "info --format {{json .Runtimes}}" ] && [ -z "${STUB_NO_TOOLKIT:-}" ]; then
+    echo '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'; exit 0; fi
 if [ "$1" = "pull" ] && [ -n "${STUB_NO_PULL:-}" ]; then
     echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp" >&2; exit 1; fi
 if [ "$1 $2" = "image inspect" ]; then
@@ -81,15 +83,33 @@ def make(args: List[str], cwd: Path = REPO, env: Optional[Dict[str, str]] = None
                           timeout=60)
 
 
+NVIDIA_SMI_STUB = """#!/usr/bin/env bash
+if [ -n "${STUB_NO_GPU:-}" ]; then echo "NVIDIA-SMI has failed" >&2; exit 9; fi
+case "$1" in -L) echo "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-0)" ;; *) echo "550.54" ;; esac
+"""
+
+
 def stubbed(sandbox: Path, args: List[str], **env: str) -> subprocess.CompletedProcess:
+    """make with Docker and nvidia-smi stubbed (a GPU and the Container Toolkit present,
+    unless STUB_NO_GPU / STUB_NO_TOOLKIT), no nvidia-ctk on PATH, and a build's disk need
+    of 0 GB unless BUILD_DISK_GB says otherwise."""
     log = sandbox / "docker.log"
-    return make(args + ["DOCKER=%s" % (sandbox / "docker-stub")], cwd=sandbox,
-                env=dict({"DOCKER_LOG": str(log)}, **env))
+    smi = sandbox / "nvidia-smi-stub"
+    smi.write_text(NVIDIA_SMI_STUB)
+    smi.chmod(0o755)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if not (Path(p) / "nvidia-ctk").exists())
+    return make(args + ["DOCKER=%s" % (sandbox / "docker-stub"), "NVIDIA_SMI=%s" % smi],
+                cwd=sandbox, env=dict({"DOCKER_LOG": str(log), "BUILD_DISK_GB": "0",
+                                       "PATH": path}, **env))
 
 
 def docker_calls(sandbox: Path) -> List[str]:
+    """What make asked Docker, but the host checks' read-only queries of facts (``docker
+    info --format``: the runtimes, the data root)."""
     log = sandbox / "docker.log"
-    return log.read_text().splitlines() if log.exists() else []
+    return [line for line in (log.read_text().splitlines() if log.exists() else [])
+            if not line.startswith("info --format")]
 
 
 def targets() -> Dict[str, str]:
@@ -229,19 +249,24 @@ CHECKS_ONLY = ["info", "buildx version"]
 
 @pytest.mark.parametrize("daemon", [True, False])
 def test_every_missing_prerequisite_is_named_in_one_pass(sandbox, daemon):
-    """No Compose, no BuildKit, no tarball (and no daemon): one make train names each, one
-    line apiece, exit 2, before anything runs."""
-    env = {"STUB_NO_COMPOSE": "1", "STUB_NO_BUILDX": "1", "STUB_INSPECT_RC": "1"}
+    """No GPU, no Container Toolkit, no Compose, no BuildKit, no tarball (and no daemon):
+    one make train names each, one line apiece with its fix, exit 2, before anything runs
+    (#38: the GPU and the toolkit went unmentioned until the long build was done)."""
+    env = {"STUB_NO_COMPOSE": "1", "STUB_NO_BUILDX": "1", "STUB_INSPECT_RC": "1",
+           "STUB_NO_GPU": "1", "STUB_NO_TOOLKIT": "1"}
     if not daemon:
         env["STUB_NO_DAEMON"] = "1"
     proc = stubbed(sandbox, ["train"], **env)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
-    assert len(lines) == (3 if daemon else 4), proc.stderr
+    assert len(lines) == (5 if daemon else 6), proc.stderr
     assert all("error: " in line for line in lines)
-    assert "Compose v2" in lines[0]
+    assert "no NVIDIA driver answers" in lines[0] and "R510" in lines[0]
+    assert "NVIDIA Container Toolkit is missing" in lines[1] and "nvidia-ctk runtime " \
+        "configure" in lines[1]
+    assert "Compose v2" in lines[2]
     if not daemon:
-        assert "Docker daemon does not answer" in lines[1]
+        assert "Docker daemon does not answer" in lines[3]
     assert "Isaac Gym tarball not found" in lines[-2] and "BuildKit" in lines[-1]
     assert not [c for c in docker_calls(sandbox) if c.startswith(("compose run", "build "))]
 
@@ -418,8 +443,8 @@ def test_the_pinned_tarball_hash_is_checked_when_set(sandbox, tmp_path):
     assert "ISAACGYM_TARBALL_SHA256" in PINS  # the pin exists (empty until a user fills it)
 
 
-@pytest.mark.parametrize("target", ["train", "eval", "doctor", "smoke-test", "shell",
-                                    "tensorboard", "tensorboard-stop"])
+@pytest.mark.parametrize("target", ["train", "eval", "smoke-test", "shell", "tensorboard",
+                                    "tensorboard-stop"])
 def test_missing_compose_v2_is_named_before_anything_runs(sandbox, target):
     (sandbox / "runs" / "a").mkdir(parents=True)
     proc = stubbed(sandbox, [target, "RUN=runs/a"], STUB_NO_COMPOSE="1")
@@ -612,3 +637,35 @@ def test_make_venv_finds_a_python_by_name_or_says_it_is_missing(tmp_path):
     errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
     assert proc.returncode == 2 and len(errors) == 1 and "PYTHON=python9.9" in errors[0]
     assert not (tmp_path / "v").exists()
+
+
+def test_doctor_checks_the_host_before_the_image_exists(sandbox, tmp_path):
+    """#38 item 1: make doctor ran only inside the image, so it checked nothing before the
+    long build. On a host with no GPU, toolkit, BuildKit or tarball it now prints one line
+    per check, each failure with its fix, and exits 2 without starting a container; on a
+    ready host without the image it says to build it; with the image, the container's
+    doctor runs after the host's checks."""
+    proc = stubbed(sandbox, ["doctor"], STUB_NO_GPU="1", STUB_NO_TOOLKIT="1",
+                   STUB_NO_BUILDX="1", STUB_INSPECT_RC="1", BUILD_DISK_GB="100000000")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert [line.split(":", 1)[0] for line in lines] == ["error", "error", "ok", "error", "ok",
+                                                         "error", "error"], lines
+    for needle in ("no NVIDIA driver answers", "NVIDIA Container Toolkit is missing",
+                   "BuildKit", "Isaac Gym tarball", "GB free"):
+        assert [e for e in errors if needle in e], needle
+    assert not [c for c in docker_calls(sandbox) if c.startswith(("compose run", "build "))]
+    tarball = fake_tarball(tmp_path / "isaacgym.tgz")
+    proc = stubbed(sandbox, ["doctor", "ISAACGYM_TARBALL_PATH=%s" % tarball],
+                   STUB_INSPECT_RC="1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ok: NVIDIA driver 550.54, 1 GPU(s): GPU 0: NVIDIA GeForce")
+    assert "the image mapush-env:latest is not built yet: make build" in proc.stdout
+    assert not [c for c in docker_calls(sandbox) if c.startswith(("compose run", "build "))]
+    (sandbox / "docker.log").unlink()
+    proc = stubbed(sandbox, ["doctor"])  # the image exists: then the container's doctor
+    assert proc.returncode == 0, proc.stderr
+    assert "ok: image mapush-env:latest is built" in proc.stdout
+    assert [c for c in docker_calls(sandbox) if c.startswith("compose")][-1].endswith(
+        "run --rm doctor mapush doctor --num-envs 200")

@@ -206,7 +206,7 @@ def test_sigkill_of_the_child_again_and_again_loses_nothing_checkpointed(upstrea
     for round_ in range(3):
         proc = subprocess.Popen(argv + ["--steps", str(100 * TOTAL)] + (
             ["--resume", str(run_dir)] if round_ else []), stderr=subprocess.PIPE, text=True,
-            env=double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.05"), stdout=subprocess.DEVNULL)
+            env=double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.02"), stdout=subprocess.DEVNULL)
         try:
             wait_for_checkpoint(run_dir, proc, last + PER_UPDATE)
             time.sleep(0.35 * round_)  # another moment of the cadence each round

@@ -298,9 +298,11 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     shutil.copy2(str(REPO / "ci" / "stop-dockerd.sh"), str(work / "ci"))
     (work / "ci" / "install-docker.sh").write_text(FAKE_INSTALL)
     venvs = tmp_path / "venvs.txt"
-    (work / "Makefile").write_text("test:\n\t@exit %d\ntest-stack:\n\t@exit 0\n"
+    args = tmp_path / "pytest-args.txt"
+    (work / "Makefile").write_text("test:\n\t@echo 'test $(PYTEST_ARGS)' >> %s; exit %d\n"
+                                   "test-stack:\n\t@echo 'test-stack $(PYTEST_ARGS)' >> %s\n"
                                    "venv:\n\t@echo $(VENV) >> %s\n"
-                                   % (0 if outcome == "pass" else 1, venvs))
+                                   % (args, 0 if outcome == "pass" else 1, args, venvs))
     witness = tmp_path / "daemon.pid"
     # MAPush is given, so .ci/run unpacks no snapshot (that step has its own tests)
     env = dict(os.environ, WITNESS=str(witness), MAPUSH_SRC=str(tmp_path / "MAPush"))
@@ -315,6 +317,10 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
         time.sleep(0.1)
     assert not _pid_alive(pid), "the daemon .ci/run started is still running"
     assert "stopping dockerd (pid %d)" % pid in proc.stdout
+    # real MQE runs once, on the image's Python 3.8 stack (it runs on 3.8 only in the image)
+    assert args.read_text().splitlines() == (
+        ['test -m "not real_mqe"', "test-stack "] if outcome == "pass"
+        else ['test -m "not real_mqe"'])
     if outcome == "pass":  # make venv on the oldest and the newest Python 3.10-3.13 here
         root = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))) / "versions"
         have = [v for v in ("3.10", "3.11", "3.12", "3.13")
