@@ -150,11 +150,11 @@ endif
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 # (make doctor runs its own host checks, one line each, then the container's doctor)
 _COMPOSE_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep \
-	sweep-report tensorboard tensorboard-stop compose-check
+	sweep-report tensorboard tensorboard-stop compose-check demo
 _IMAGE_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep \
-	sweep-report sif
+	sweep-report sif demo
 # the goals that start the training container on a GPU: the driver and the Container Toolkit
-_GPU_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep
+_GPU_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep demo
 NVIDIA_SMI ?= nvidia-smi
 _HOST_ENV = DOCKER='$(DOCKER)' NVIDIA_SMI='$(NVIDIA_SMI)' \
 	TARBALL_MISSING_MSG='$(subst error: ,,$(_TARBALL_MSG))'
@@ -209,6 +209,7 @@ help: ## list the targets and their variables
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: $(_TB_DEFAULT_BASE)))"
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
 	@echo "    NVIDIA_SMI=$(NVIDIA_SMI)  (the host checks of make doctor and the GPU targets)"
+	@echo "    make demo: DEMO_RUN=$(DEMO_RUN) DEMO_ENVS=$(DEMO_ENVS) DEMO_DIR=$(DEMO_DIR)"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
 	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
@@ -313,6 +314,26 @@ resume: image runs-dir ## continue RUN=runs/... as it recorded it [STEPS=N: a ne
 .PHONY: eval
 eval: image ## evaluate every checkpoint of RUN=runs/... (writes RUN/eval.jsonl)
 	$(COMPOSE) run --rm train mapush eval --run $(RUN) $(EXTRA)
+
+# make demo: MAPush working within minutes of the build, before any training of yours.
+DEMO_RUN ?= 10-15-23_cuboid
+DEMO_ENVS ?= 20
+DEMO_DIR ?= runs/demo
+_DEMO_CKPT = /opt/mapush/results/$(DEMO_RUN)
+.PHONY: demo
+demo: image runs-dir ## a first success in minutes: the authors' DEMO_RUN policy evaluated on DEMO_ENVS envs, a video and the report, in DEMO_DIR
+	@start=$$(date +%s); mkdir -p $(DEMO_DIR) && \
+	echo "demo: evaluating the authors' $(DEMO_RUN) policy on $(DEMO_ENVS) envs" && \
+	$(COMPOSE) run --rm train mapush eval --checkpoint $(_DEMO_CKPT) --num-envs $(DEMO_ENVS) \
+	  > $(DEMO_DIR)/eval.json && \
+	echo "demo: recording 2 episodes of env 0" && \
+	$(COMPOSE) run --rm train mapush eval --checkpoint $(_DEMO_CKPT) --video --episodes 2 \
+	  --out $(DEMO_DIR)/videos && \
+	$(COMPOSE) run --rm train mapush report $(_DEMO_CKPT) --out $(DEMO_DIR)/report && \
+	echo "demo: success rate $$(sed -n 's/.*"success_rate": *\([0-9.]*\).*/\1/p' \
+	  $(DEMO_DIR)/eval.json | tail -n 1) over $(DEMO_ENVS) envs ($(DEMO_DIR)/eval.json);" \
+	  "videos in $(DEMO_DIR)/videos/" && \
+	echo "demo: open $(DEMO_DIR)/report/index.html (took $$(( $$(date +%s) - start )) s)"
 
 .PHONY: video
 video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/videos/*.mp4

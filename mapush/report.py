@@ -108,6 +108,9 @@ def build(run: Path, out: Path) -> Path:
     plt = pyplot()
     _say("reading the events in %s" % logs)
     scalars = read_scalars(logs)
+    if not run_config:  # an authors' results folder (make demo): its tags named as ours
+        scalars = {t if "/" in t else ("reward/" if t.endswith(("reward", "punishment"))
+                                       else "train/") + t: v for t, v in scalars.items()}
     if not any(scalars.values()):
         _say("warning: the event files in %s hold no readable scalars (damaged or empty): "
              "the page has no curves" % logs)

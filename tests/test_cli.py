@@ -206,3 +206,24 @@ def test_report_on_garbage_events_warns_and_an_uncreatable_out_is_one_line(tmp_p
                                  cwd=tmp_path))
     assert error.startswith("error: --out %s: cannot create it" % (blocker / "report")), error
     assert blocker.read_text() == "mine"
+
+
+def test_report_of_an_authors_results_folder_draws_their_curves_under_our_names(tmp_path):
+    """make demo reports the authors' run: their flat tags (push_reward, policy_loss) are
+    drawn as ours (reward/push_reward, train/policy_loss), into --out outside the folder."""
+    from tensorboardX import SummaryWriter
+
+    run = tmp_path / "results" / "10-15-23_cuboid"
+    writer = SummaryWriter(str(run / "logs"))
+    for step in range(3):
+        writer.add_scalar("push_reward", 1.0 + step, step * 1000)
+        writer.add_scalar("collision_punishment", -step, step * 1000)
+        writer.add_scalar("policy_loss", 0.5 / (1 + step), step * 1000)
+    writer.close()
+    out = tmp_path / "demo" / "report"
+    proc = run_mapush(["report", run, "--out", out], env=double_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "losses.png", "rewards.png"]
+    page = (out / "index.html").read_text()  # the panels of reward/ and train/ tags only
+    assert "rewards.png" in page and "losses.png" in page
+    assert not (run / "report").exists()

@@ -669,3 +669,24 @@ def test_doctor_checks_the_host_before_the_image_exists(sandbox, tmp_path):
     assert "ok: image mapush-env:latest is built" in proc.stdout
     assert [c for c in docker_calls(sandbox) if c.startswith("compose")][-1].endswith(
         "run --rm doctor mapush doctor --num-envs 200")
+
+
+def test_demo_evaluates_records_and_reports_the_authors_cuboid_policy(sandbox):
+    """#38 item 2: a first success within minutes of the build: the authors' published
+    cuboid policy evaluated on a few envs, a video of env 0 and the report, and where to
+    open it with how long it took."""
+    from tests.conftest import MAPUSH_SRC
+
+    proc = stubbed(sandbox, ["demo"])
+    assert proc.returncode == 0, proc.stderr
+    runs = [c.split(" run --rm ", 1)[1] for c in docker_calls(sandbox) if " run --rm " in c]
+    ckpt = "/opt/mapush/results/10-15-23_cuboid"
+    assert runs == ["train mapush eval --checkpoint %s --num-envs 20" % ckpt,
+                    "train mapush eval --checkpoint %s --video --episodes 2 --out "
+                    "runs/demo/videos" % ckpt,
+                    "train mapush report %s --out runs/demo/report" % ckpt]
+    assert re.search(r"^demo: open runs/demo/report/index.html \(took \d+ s\)$", proc.stdout,
+                     re.M), proc.stdout
+    assert (sandbox / "runs" / "demo" / "eval.json").is_file()
+    if MAPUSH_SRC:  # the authors' run the demo names is in MAPush at the pin
+        assert (Path(MAPUSH_SRC) / "results" / "10-15-23_cuboid" / "checkpoints").is_dir()
