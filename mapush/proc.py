@@ -39,11 +39,8 @@ def stop_signals(handler: Callable[[int, Any], None]) -> Iterator[None]:
 
 
 class Supervisor(object):
-    """``with Supervisor(who, on_stop, grace_s) as sup: sup.wait(sup.start(argv))``.
-
-    ``who`` prefixes its lines on stderr; ``on_stop`` says what the first signal does;
-    ``grace_s`` (None: no limit) is how long children get after it before they are killed.
-    """
+    """``with Supervisor(who, on_stop, grace_s) as sup: sup.wait(sup.start(argv))``
+    (docs/architecture.md, "Modules")."""
 
     def __init__(self, who: str, on_stop: str, grace_s: Optional[float] = None,
                  again: str = "") -> None:

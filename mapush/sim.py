@@ -141,11 +141,8 @@ def build_args(spec: RunSpec, num_envs: Optional[int] = None) -> argparse.Namesp
 def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Namespace,
                       contact_pairs: Optional[int] = None, resolve_paths: bool = False,
                       budget: bool = False) -> Callable[[type], type]:
-    """The ``custom_cfg`` that ``make_mqe_env`` applies: our object's config in place of the
-    installed one (the installed one for go1push_upper, ``obj_cfg`` None), with the run's
-    env count, video flag, mid-level policy and PhysX contact buffer; ``resolve_paths``
-    makes its ``./`` model paths absolute under MAPUSH_ROOT, ``budget`` sizes the contact
-    buffer from the actors the config gives each env."""
+    """The ``custom_cfg`` ``make_mqe_env`` applies: our object, env count, video, budget
+    (docs/architecture.md, "Modules")."""
 
     def apply(installed_cfg: type) -> type:
         cfg = obj_cfg if obj_cfg is not None else installed_cfg

@@ -29,10 +29,8 @@ def command_net_from_args(args: argparse.Namespace) -> Optional[str]:
 
 
 def resolve_command_net(given: Optional[str]) -> str:
-    """The mid-level policy's ``module.pt`` the high level drives (``--command-net``, else the
-    published one), checked before anything starts: an OpenRL policy (the high level calls
-    ``PPOModule.act``, go1_push_upper_wrapper.py:302) that takes the 8-dim obs it feeds
-    (line 291)."""
+    """The mid-level ``module.pt`` the high level drives, checked before anything starts
+    (docs/architecture.md, "Modules")."""
     target = given or str(mapush_root() / PUBLISHED_COMMAND_NET)
     if not Path(target).exists():
         raise UsageError("--command-net %s: no such file or folder%s" % (

@@ -57,11 +57,8 @@ def _torch_load(path: Path, device: Any, **kwargs: Any) -> Any:
 
 
 def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) -> Any:
-    """The whole OpenRL module in ``checkpoint`` (a folder holding ``module.pt``, or the
-    file: ours or the authors'); what cannot be read, or a file that does not match the
-    size and sha256 its ``meta.json`` recorded, is one UsageError that names the problem
-    (e.g. Isaac Gym's bindings outside the image). ``lenient``: classes that cannot be
-    imported (Isaac Gym's ``SimType`` in the config) are stood in for, on the CPU."""
+    """The whole OpenRL module in ``checkpoint``; what cannot be read is one UsageError
+    (docs/architecture.md, "Modules")."""
     path = module_path(checkpoint)
     if not path.is_file():
         raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "
@@ -146,10 +143,8 @@ def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
 
 
 def _lenient_load(file: Path) -> Any:
-    """``torch.load`` with the lenient unpickler. torch 1.x (the image's 1.13.1) replaces any
-    ``pickle_module`` by ``pickle`` unless ``weights_only`` (torch/serialization.py, load():
-    ``else: pickle_module = pickle``), so there the zip is read through the same private
-    ``_load`` that torch.load calls, with ours."""
+    """``torch.load`` with the lenient unpickler, on torch 1.x too
+    (docs/architecture.md, "Modules")."""
     import torch
 
     if int(torch.__version__.split(".")[0]) >= 2:
@@ -201,10 +196,8 @@ NORM_STATS = ("running_mean", "running_mean_sq", "debiasing_term")
 
 
 def normalizer_stats(module: Any) -> Dict[str, Dict[str, Any]]:
-    """``{"<model>.<normaliser>": {statistic: tensor}}`` of an OpenRL module. ValueNorm makes
-    its statistics with ``nn.Parameter(...).to(device)`` (valuenorm.py:27-35): on another
-    device or dtype that returns a plain tensor, so a module built on CUDA keeps them outside
-    ``state_dict()``; they are read here as attributes."""
+    """``{"<model>.<normaliser>": {statistic: tensor}}`` of an OpenRL module
+    (docs/architecture.md, "Modules")."""
     out = {}  # type: Dict[str, Dict[str, Any]]
     for name, model in module.models.items():
         for attr in VALUE_NORMS:

@@ -77,10 +77,8 @@ def run_checkpoints(run: Path) -> List[Tuple[Optional[int], Path]]:
 
 
 def resolve_resume(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:
-    """``--resume RUN_DIR_OR_CHECKPOINT`` -> ``(run_dir, checkpoint or None, meta)``, or a
-    UsageError. A run directory picks its newest complete checkpoint (a run stopped before
-    its first one resumes from step 0 with its record); a checkpoint folder must be complete
-    (have a readable ``meta.json``); an authors' results folder is not a run of ours."""
+    """``--resume RUN_DIR_OR_CHECKPOINT`` -> ``(run_dir, checkpoint or None, meta)``
+    (docs/architecture.md, "Modules")."""
     path = Path(target)
     if not path.exists():
         raise UsageError("--resume %s: no such run directory or checkpoint" % target)

@@ -21,11 +21,8 @@ def checkpoints_dir(run_dir: Path) -> Path:
 
 @contextlib.contextmanager
 def atomic_checkpoint(run_dir: Path, name: str, meta: Dict[str, Any]) -> Iterator[Path]:
-    """Yield a temporary folder to write into; on success publish it as ``checkpoints/<name>``.
-
-    ``meta`` must hold ``step`` (environment steps so far). An existing checkpoint of the
-    same name is replaced only after the new one is complete.
-    """
+    """Yield a temporary folder; on success publish it as ``checkpoints/<name>``
+    (docs/architecture.md, "Modules")."""
     if "step" not in meta:
         raise ValueError("checkpoint meta needs 'step'")
     root = checkpoints_dir(run_dir)

@@ -94,12 +94,8 @@ class ContactBudget:
 def choose_contact_pairs(num_envs: int, free_bytes: Optional[int],
                          bodies: TaskBodies, margin: int = MARGIN,
                          share: float = CONTACT_SHARE) -> ContactBudget:
-    """The budget for ``num_envs`` envs given ``free_bytes`` of free GPU memory.
-
-    A power of two: ``needed * margin`` rounded up (at least ``MIN_CONTACT_PAIRS``), halved
-    while it costs more than ``share`` of the free memory, but never below ``needed``. When
-    even that does not fit, ``fits`` is False and the caller stops with a diagnosis.
-    """
+    """The contact-pair budget (a power of two) for ``num_envs`` envs and the free memory
+    (docs/architecture.md, "Modules")."""
     needed = contacts_needed(num_envs, bodies)
     floor = next_pow2(needed)
     pairs = max(next_pow2(needed * margin), MIN_CONTACT_PAIRS)

@@ -108,12 +108,8 @@ class EpisodeStats:
 
 
 def first_episode_degrees(env: Any) -> Dict[str, float]:
-    """Collision and collaboration degree of each env's FIRST episode, as the calculator
-    reads MQE's never-reset buffers (``openrl_ws/test.py:141-142``): mean over the envs whose
-    first episode succeeded of counter / that episode's length. ``envs_done`` is the share
-    of envs whose first episode has ended. The collision degree only where the task has
-    obstacles (``legged_robot_field.py:216``: without them its counter never moves). Empty
-    until a first episode has succeeded; frozen once every env's has ended."""
+    """Collision and collaboration degree of each env's first episode, as the calculator
+    (docs/architecture.md, "Modules")."""
     won = env.init_finished_buf.reshape(-1).bool()
     out = {"envs_done": float(env.init_reset_buf.float().mean().item())}
     count = int(won.sum().item())

@@ -107,10 +107,8 @@ def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str,
 def evaluate(info: Dict[str, Any], args: argparse.Namespace,
              on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
              sup: Optional[Supervisor] = None) -> Tuple[int, Optional[Dict[str, Any]], str]:
-    """One evaluation child: ``(exit status, result or None, last stderr line)``. The child
-    gets an EvalSpec file; its progress (envs whose first episode ended) goes to
-    ``on_progress(done, total)``, its other stderr lines to ours with ``echo``. Under a
-    :class:`~mapush.proc.Supervisor`, a stop signal is forwarded to the child."""
+    """One evaluation child: ``(exit status, result or None, last stderr line)``
+    (docs/architecture.md, "Modules")."""
     spec = EvalSpec.from_dict(dict(info, num_envs=args.num_envs, sim_device=args.sim_device,
                                    rl_device=args.rl_device, seed=args.seed,
                                    progress=on_progress is not None))

@@ -8,12 +8,8 @@ from mapush.spec import RunSpec
 
 
 class StopFlag:
-    """Set by SIGINT/SIGTERM in the child; trainers poll it between updates and then write
-    a final checkpoint. A second signal is not fatal either: the checkpoint must finish.
-
-    The handler takes no lock: Ctrl-C reaches the child from the terminal and again from
-    its parent, and a second handler that runs while the first holds a lock (a
-    ``threading.Event``'s) waits for it forever."""
+    """Set by SIGINT/SIGTERM in the child; trainers poll it, then write a final checkpoint
+    (docs/architecture.md, "Modules")."""
 
     def __init__(self) -> None:
         self.signum = None  # type: Optional[int]

@@ -57,10 +57,8 @@ OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.
 
 
 def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None) -> Tuple[Path, RunSpec]:
-    """``<run_dir>/config.json``: the resolved options plus the provenance of the stack, the
-    object config's and ``--config``'s copies and sha256, and the checkpoint a new run starts
-    from. ``record``: the run's config.json when resuming; the new record keeps it and
-    appends the resume (its spec, stack and command) under ``resumes``."""
+    """``<run_dir>/config.json``: the options and the stack's provenance; a resume appends
+    (docs/architecture.md, "Modules")."""
     run_dir = Path(spec.run_dir)
     path = run_dir / RUN_CONFIG
     stack = provenance()
@@ -207,10 +205,8 @@ def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:
 
 
 def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None) -> int:
-    """``mapush train``: 0 after a completed run or one stopped by SIGINT/SIGTERM after its
-    final checkpoint; the child's status on a failure; 128 + signal with a diagnosis when
-    the child died from a signal. ``record``: the config.json of the run a resume
-    continues (None: a new run). Nothing is written before every check passed."""
+    """``mapush train`` in the parent: checks, run folder, child, exit status
+    (docs/architecture.md, "Modules")."""
     schema.environ()  # the MAPUSH_* numbers, before anything else
     if preflight:
         run_preflight(spec)

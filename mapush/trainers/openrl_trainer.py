@@ -166,10 +166,8 @@ def use_module(agent: Any, module: Any) -> None:
 
 
 def init_weights(agent: Any, source: Any) -> None:
-    """``--init-from``: copy the policy and value weights and the value normalisers'
-    statistics of ``source`` into the agent's fresh module; its optimizers stay fresh. The
-    statistics are copied as attributes: a module built on CUDA keeps them outside
-    ``state_dict()`` (:func:`policy_file.normalizer_stats`)."""
+    """``--init-from``: policy, value weights and normaliser statistics of ``source``
+    (docs/architecture.md, "Modules")."""
     target = agent.net.module
     for name, model in source.models.items():
         owner = target.models.get(name)
