@@ -1,9 +1,12 @@
 """The ``mapush`` command (contract: docs/cli.md). (docs/architecture.md, "Modules")."""
 import argparse
+import atexit
 import importlib
 import json
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -242,17 +245,49 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
                          "or pick a new folder" % (run_dir, run_dir))
     if run_dir is None:
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
+    config = str(Path(args.config).resolve()) if args.config else None
+    if getattr(args, "set", None):
+        config = config_with_sets(args.algo, config, args.set)
     spec = RunSpec(
         algo=args.algo, task=args.task, object=obj,
         num_envs=args.num_envs or TRAIN_NUM_ENVS[args.task],
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
         rl_device=args.rl_device, resume=None, checkpoint_interval=args.checkpoint_interval,
         record_video=args.record_video,
-        config=str(Path(args.config).resolve()) if args.config else None,
+        config=config,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
         command_net=command_net)
     schema.check("run", spec.to_dict(), "mapush train", options=True)
     return spec, None
+
+
+def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
+    """``--set KEY=VALUE`` over ``--config``'s YAML, as one file the run copies into its
+    overrides.yaml. KEY is dotted into sections (a leading ``<algo>.`` is dropped); VALUE is
+    read as JSON, else YAML: ``1e-4``, ``true``, ``[128, 128]``, ``FP``."""
+    try:
+        merged = (yaml.safe_load(Path(config).read_text()) or {}) if config else {}
+    except yaml.YAMLError as exc:
+        raise UsageError("--config %s: not YAML (%s)" % (config, " ".join(str(exc).split())))
+    for item in sets:
+        key, sep, text = item.partition("=")
+        parts = [part for part in key.strip().split(".") if part]
+        parts = parts[1:] if parts[:1] == [algo] and len(parts) > 1 else parts
+        node = merged
+        for part in parts[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else None
+        if not sep or not parts or not isinstance(node, dict):
+            raise UsageError("--set %r is not KEY=VALUE into the config's sections (e.g. --set "
+                             "lr=1e-4, --set env.state_type=FP)" % item)
+        try:
+            node[parts[-1]] = json.loads(text)
+        except ValueError:
+            node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
+    folder = tempfile.mkdtemp(prefix="mapush-set-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder) / "set-and-config.yaml"  # OpenRL reads only *.yaml
+    path.write_text(yaml.safe_dump(merged))
+    return str(path)
 
 
 # Each command's module, imported only when it runs; each has ``main(args) -> int``.

@@ -130,3 +130,44 @@ def test_a_bad_mapush_variable_is_one_line_before_anything(tmp_path, command, na
     error = one_error(run_mapush(argv, env=double_env(**{name: value}), cwd=tmp_path))
     assert error.startswith("error: environment: %s %s" % (name, needle)), error
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_set_overrides_keys_of_either_trainer_and_the_run_records_them(upstream, tmp_path):
+    """#38 item 12: ``--set KEY=VALUE`` (repeatable) over --config, dotted into sections; the
+    values reach the trainer's resolved config and the run's overrides.yaml, a bad one is
+    refused as a --config key would be, and --resume refuses a new --set."""
+    config = tmp_path / "base.yaml"
+    config.write_text("episode_length: 25\nppo_epoch: 3\n")
+    ppo = tmp_path / "ppo"
+    proc = run_mapush(["train", "--num-envs", 4, "--steps", 100, "--run-dir", ppo, "--config",
+                       config, "--set", "ppo.lr=2e-4", "--set", "ppo_epoch=1"] + CPU,
+                      env=double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resolved = json.loads((ppo / "openrl_config.json").read_text())
+    assert (resolved["lr"], resolved["ppo_epoch"], resolved["episode_length"]) == (2e-4, 1, 25)
+    assert yaml.safe_load((ppo / "overrides.yaml").read_text()) == {
+        "episode_length": 25, "ppo_epoch": 1, "lr": 2e-4}
+    happo = tmp_path / "happo"
+    proc = run_mapush(["train", "--algo", "happo", "--num-envs", 4, "--steps", 80, "--run-dir",
+                       happo, "--set", "train.episode_length=20", "--set",
+                       "model.hidden_sizes=[16, 16]", "--set", "env.state_type=FP"] + CPU,
+                      env=double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    harl = json.loads((happo / "harl_config.json").read_text())
+    assert harl["algo_args"]["model"]["hidden_sizes"] == [16, 16]
+    assert harl["env_args"]["state_type"] == "FP"
+    for argv, needle in ((["--set", "lr=0"], "set-and-config.yaml: lr 0.0: input should be greater"),
+                         (["--set", "lr"], "--set 'lr' is not KEY=VALUE"),
+                         (["--algo", "happo", "--set", "model.lr.x=1"],
+                          "model.lr {'x': 1}: input should be a valid number"),
+                         (["--config", config, "--set", "ppo_epoch.x=1"],
+                          "--set 'ppo_epoch.x=1' is not KEY=VALUE")):
+        error = one_error(run_mapush(["train", "--num-envs", 4, "--run-dir", tmp_path / "bad"]
+                                     + argv + CPU, env=double_env(upstream), cwd=tmp_path))
+        assert needle in error, error
+        assert not (tmp_path / "bad").exists()
+    before = (ppo / "config.json").read_text()
+    error = one_error(run_mapush(["train", "--resume", ppo, "--set", "lr=1e-3"] + CPU,
+                                 env=double_env(upstream), cwd=tmp_path))
+    assert error.startswith("error: --set: the run was recorded with"), error
+    assert (ppo / "config.json").read_text() == before

@@ -98,7 +98,10 @@ def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict
         init_from = str(resolve(args.init_from, "--init-from").resolve())
         if not _same_path(init_from, spec.init_from):
             _compare("--init-from", spec.init_from, init_from, args.init_from)
-    checked = {"--run-dir", "--object-config", "--config", "--command-net", "--init-from"}
+    if "--set" in given:  # the run's overrides.yaml holds what --set gave it
+        _compare("--set", "its overrides.yaml", " ".join(args.set))
+    checked = {"--run-dir", "--object-config", "--config", "--command-net", "--init-from",
+               "--set"}
     unknown = sorted(given - set(plain) - checked - set(ADJUSTABLE) - set(NEUTRAL))
     if unknown:  # pragma: no cover - a new option of `mapush train` must be classified here
         raise UsageError("%s: not known to --resume (mapush.run.resume)" % ", ".join(unknown))
