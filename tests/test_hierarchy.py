@@ -153,6 +153,14 @@ def test_eval_of_the_authors_high_level_policy_file(upstream, mids, upper_run, t
     assert (result["task"], result["object"]) == ("go1push_upper", "cuboid")
     assert result["rrt"]["figures"] == str(figures.resolve())
     assert len(list(figures.glob("rrt-env*.png"))) == 8
+    # #36: the figures' --out never goes into another run (its record stays as it was)
+    other = mids["cylinder"]
+    before = tree_hash(other)
+    line = one_error(run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example,
+                                 "--num-envs", NUM_ENVS, "--out", other / "rrt"] + CPU, env,
+                                cwd=tmp_path))
+    assert "is inside the run %s" % other.resolve() in line, line
+    assert tree_hash(other) == before
     proc = run_mapush(["eval", "--checkpoint", example, "--num-envs", NUM_ENVS] + CPU, env,
                       cwd=tmp_path)
     assert "cannot tell which object" in one_error(proc)

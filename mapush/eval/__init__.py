@@ -241,13 +241,13 @@ def _main(args: argparse.Namespace, sup: Supervisor) -> int:
         return evaluate_run(Path(args.run), args, sup)
     info = describe_request(args.checkpoint, args)
     out = getattr(args, "out", None)
+    parent = Path(info["checkpoint"]).parent  # --out DIR, else RUN/videos of its run
+    run = parent.parent if parent.name == "checkpoints" else parent
     if video:
         found = problems(in_container())  # MQE's camera must render, checked before a simulation
         if found:
             raise UsageError("--video: cannot render: %s; %s (mapush doctor --video checks)"
                              % found[0])
-        parent = Path(info["checkpoint"]).parent  # --out DIR, else RUN/videos of its run
-        run = parent.parent if parent.name == "checkpoints" else parent
         folder = Path(out) if out else run / VIDEO_DIR
         refuse_inside_run("--out", folder, run)
         if not writable(folder):
@@ -258,6 +258,7 @@ def _main(args: argparse.Namespace, sup: Supervisor) -> int:
             info["figures"] = rrt_figures(folder, info)
     elif info["task"] == UPPER:
         if out:
+            refuse_inside_run("--out", Path(out), run)  # the RRT figures: never into another run
             if not writable(Path(out)):
                 raise UsageError("--out %s: not a writable folder for the RRT figures" % out)
             info["figures"] = str(Path(out).resolve())
