@@ -136,10 +136,8 @@ _OBJECT_ASSET = re.compile(r"resources/objects/([^/]+)/")
 
 
 def read_object_name(path: Path) -> Optional[str]:
-    """The object an object config is for, from the URDF it loads for the object
-    (``asset.file_npc = "{LEGGED_GYM_ROOT_DIR}/resources/objects/<object>/..."``, as every
-    ``task/<object>/config.py`` and the authors' ``results/<run>/task/config.py`` at the pin
-    have it); None when the file does not say."""
+    """The object an object config is for, from the URDF it loads; None if unsaid
+    (docs/architecture.md, "Modules")."""
     try:
         tree = ast.parse(Path(path).read_text(), filename=str(path))
     except (OSError, SyntaxError):

@@ -4,6 +4,7 @@ One training run (module fixture) serves the checks of the run directory; resume
 bad resumes work on copies of it. The OpenRL config is shrunk to 25 steps per env and update
 (``--config``) so that 2000 steps are 10 updates."""
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -283,3 +284,21 @@ def test_init_from_copies_the_value_normalizer_statistics(trained, upstream):
             assert copied == pytest.approx(source), (name, stat)
         assert out[name]["debiasing_term"][0] != 0  # the source's statistics, not fresh ones
         assert out[name + "_weights"]
+
+
+def test_ppo_prints_the_progress_line_every_trainer_prints(trained):
+    """#38 item 9: PPO printed no progress line or ETA; now each update prints the line HARL's
+    trainers print, progress.txt gets its header and a row per update, and the run ends
+    naming its checkpoints."""
+    proc = trained["proc"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    updates = 2000 // PER_UPDATE
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[ppo go1push_mid] ")]
+    assert len(lines) == updates, proc.stdout[-3000:]
+    assert re.match(r"^\[ppo go1push_mid\] update %d/%d \| steps 2000/2000 \| \d+ steps/s \| "
+                    r"success (-|\d\.\d{3}) \| ETA " % (updates, updates), lines[-1]), lines[-1]
+    header, *rows = (trained["run"] / "progress.txt").read_text().splitlines()
+    assert header == "steps,success_rate,steps_per_s"
+    assert [int(row.split(",")[0]) for row in rows] == list(range(PER_UPDATE, 2001, PER_UPDATE))
+    assert "mapush: training finished at step 2000; checkpoints in %s" % (
+        trained["run"] / "checkpoints") in proc.stderr

@@ -171,10 +171,8 @@ _FIGURES = (("success_rate", "success rate"), ("finished_time", "finished time")
 
 
 def parse_success_rate(text: str) -> Dict[int, Dict[str, float]]:
-    """``{step: {success_rate, finished_time, collision_degree, collaboration_degree}}`` from
-    a ``success_rate.txt``: after each "Loaded checkpoint from: .../rl_model_<N>_steps/..."
-    line, the first value of each figure the calculator printed (``openrl_ws/test.py:143-146``
-    prints them)."""
+    """``{step: {figure: value}}`` of the authors' ``success_rate.txt``
+    (docs/architecture.md, "Modules")."""
     table = {}  # type: Dict[int, Dict[str, float]]
     step = None  # type: Optional[int]
     for line in text.splitlines():

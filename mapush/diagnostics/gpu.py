@@ -198,10 +198,8 @@ def free_mb_now(device: str) -> Optional[float]:
 
 
 def arch_support(capability: Tuple[int, int], arch_list: List[str]) -> Tuple[str, str]:
-    """Can torch's kernels run on ``capability``? -> (``native``|``compatible``|``ptx``|``none``,
-    the closest architecture found). Cubins run on the same major version with an equal or
-    higher minor (sm_86 code on sm_89); PTX (``compute_XY``) is JIT-compiled for any newer GPU.
-    """
+    """Can torch's kernels run on ``capability``? -> (how, the closest architecture)
+    (docs/architecture.md, "Modules")."""
     major, minor = capability
     target = "sm_%d%d" % (major, minor)
     if target in arch_list:

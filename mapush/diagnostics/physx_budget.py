@@ -147,10 +147,8 @@ def sim_free_bytes(device: str) -> Optional[int]:
 
 
 def for_sim(spec: Any, bodies: TaskBodies, num_envs: Optional[int] = None) -> Optional[int]:
-    """``max_gpu_contact_pairs`` for ``sim.make_env``: None when the sim runs on the CPU or
-    ``MAPUSH_CONTACT_PAIRS_MULTIPLIER`` is set (upstream's 2**23 times it then applies).
-    Logs the choice to stderr and ``<run_dir>/contact_budget.json`` (read by crash reports);
-    stops with a diagnosis when even the minimum does not fit in the free memory."""
+    """``max_gpu_contact_pairs`` for ``sim.make_env`` (None: upstream's), logged
+    (docs/architecture.md, "Modules")."""
     device = str(spec.sim_device)
     if not device.startswith("cuda"):
         return None

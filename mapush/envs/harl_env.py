@@ -134,10 +134,8 @@ class MAPushHARLEnv(object):
         return obs_np, self._share(obs_np), rewards, dones, infos, None
 
     def team_reward(self, rewards: np.ndarray) -> np.ndarray:
-        """The EP critic's reward ``(n_envs, 1)`` from the per-agent ``(n_envs, n_agents, 1)``:
-        their mean (or sum, ``env.team_reward``); patched HARL's EP runner calls this
-        (patches/harl/03-ep-critic-team-reward). Each actor's own reward and FP mode's one
-        reward per agent are left as they are."""
+        """The EP critic's reward ``(n_envs, 1)``: the agents' mean (or sum)
+        (docs/architecture.md, "Modules")."""
         if self.team_reward_kind == "sum":
             return rewards.sum(axis=1)
         return rewards.mean(axis=1)

@@ -2,13 +2,13 @@
 
 How it works: docs/architecture.md, "Modules"."""
 import os
-import sys
 import time
 from typing import Any, Dict, List, Optional
 
 import torch
 from harl.common.base_logger import BaseLogger
-from tqdm import tqdm
+
+from mapush.run.context import PROGRESS_FILE, report_progress
 
 
 def _float(value: Any) -> float:
@@ -24,12 +24,11 @@ class MAPushLogger(BaseLogger):
         self.args, self.algo_args, self.env_args = args, algo_args, env_args
         self.task_name = self.get_task_name()
         self.num_agents, self.writter, self.run_dir = num_agents, writter, run_dir
-        self.log_file = open(os.path.join(str(run_dir), "progress.txt"), "a", encoding="utf-8")
+        self.log_file = open(os.path.join(str(run_dir), PROGRESS_FILE), "a", encoding="utf-8")
         self.envs = None  # type: Any
         # Resume: env steps and updates done before this process (set by the trainer).
         self.steps_before = 0
         self.episode_base = 0
-        self.stream = sys.stdout
 
     def get_task_name(self) -> str:
         return str(self.env_args["task"])
@@ -96,16 +95,9 @@ class MAPushLogger(BaseLogger):
                 self._done_count.zero_()
         self.writter.flush()
 
-        total = int(train["num_env_steps"])
-        eta = tqdm.format_interval((total - step) / fps) if fps > 0 and total >= step else "?"
-        success = summary.get("success_rate")
-        self.stream.write(
-            "[%s %s] update %d/%d | steps %d/%d | %.0f steps/s | success %s | ETA %s\n"
-            % (self.args["algo"], self.task_name, self.episode, self.episodes, step, total,
-               fps, "-" if success is None else "%.3f" % success, eta))
-        self.stream.flush()
-        self.log_file.write("%d,%s,%.1f\n" % (step, "" if success is None else success, fps))
-        self.log_file.flush()
+        report_progress(self.log_file, "%s %s" % (self.args["algo"], self.task_name),
+                        self.episode, self.episodes, step, int(train["num_env_steps"]), fps,
+                        summary.get("success_rate"))
 
     def log_train(self, actor_train_infos: List[Dict[str, Any]],
                   critic_train_info: Dict[str, Any]) -> None:

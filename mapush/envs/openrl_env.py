@@ -85,10 +85,8 @@ class OpenRLEnv(object):
         return infos
 
     def close(self, **_kwargs: Any) -> None:
-        """Drop the env without calling into it: MQE's wrapper is a ``gym.Wrapper``
-        (``mqe/envs/wrappers/empty_wrapper.py:4``) whose ``close()`` calls ``Go1.close``,
-        which does not exist (AttributeError); Isaac Gym tears down at process exit, which
-        the child skips with ``os._exit`` (incident 002)."""
+        """Drop the env without calling into it (MQE's ``close`` fails; incident 002)
+        (docs/architecture.md, "Modules")."""
         self.__dict__["env"] = None
 
     def __getattr__(self, name: str) -> Any:

@@ -4,7 +4,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from tqdm import tqdm
+
 from mapush.spec import RunSpec
+
+PROGRESS_FILE, PROGRESS_HEADER = "progress.txt", "steps,success_rate,steps_per_s\n"
 
 
 class StopFlag:
@@ -48,3 +52,16 @@ def start_wandb(spec: RunSpec, config: Dict[str, Any], **extra: Any) -> None:
     wandb.init(project="MAPush", entity=None, dir=str(run_dir), config=config,
                name="%s_%s_seed%d" % (spec.task, spec.object, spec.seed), job_type="training",
                resume="allow", id=re.sub(r"[^A-Za-z0-9_-]", "-", run_dir.name)[:64], **extra)
+
+
+def report_progress(log: Any, head: str, update: int, updates: int, step: int, total: int,
+                    fps: float, success: Optional[float]) -> None:
+    """Every trainer's progress line on stdout, and its row of ``progress.txt`` (``log``,
+    open for appending: a new file gets the header first)."""
+    eta = tqdm.format_interval((total - step) / fps) if fps > 0 and total >= step else "?"
+    print("[%s] update %d/%d | steps %d/%d | %.0f steps/s | success %s | ETA %s"
+          % (head, update, updates, step, total, fps, "-" if success is None
+             else "%.3f" % success, eta), flush=True)
+    log.write(("" if log.tell() else PROGRESS_HEADER) + "%d,%s,%.1f\n"
+              % (step, "" if success is None else success, fps))
+    log.flush()

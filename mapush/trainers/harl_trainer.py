@@ -326,9 +326,8 @@ def train(ctx: RunContext) -> int:
         _close(runner)
         if spec.use_wandb:
             importlib.import_module("wandb").finish()
-    if ctx.stop.requested:
-        print("mapush: stopped at step %d; final checkpoint written" % state["step"],
-              file=sys.stderr)
+    print("mapush: training %s at step %d; checkpoints in %s" % ("stopped" if ctx.stop.requested
+          else "finished", state["step"], ctx.run_dir / "checkpoints"), file=sys.stderr)
     return 0
 
 

@@ -25,7 +25,7 @@ from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
-from mapush.run.context import RunContext, start_wandb
+from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.spec import UPPER, RunSpec
 from mapush.trainers import CONFIG_DIR, by_library
@@ -121,11 +121,13 @@ class RunLogger(Logger):
             root.addHandler(handler)
         root.setLevel(logging.INFO)
         self.writter = SummaryWriter(self.log_dir)
+        self.progress, self.success = open(str(run_dir / PROGRESS_FILE), "a"), None
         if self.use_wandb:
             start_wandb(self.spec, plain_config(self.cfg))
 
     def log_scalar(self, tag: str, value: float, step: int) -> None:
         self.writter.add_scalar(tag, float(value), int(step))
+        self.success = float(value) if tag == "metrics/success_rate" else self.success
         if self.use_wandb:
             import wandb
 
@@ -153,6 +155,7 @@ class RunLogger(Logger):
 
     def close(self) -> None:
         self.writter.close()
+        self.progress.close()
         if self.use_wandb:
             import wandb
 
@@ -194,9 +197,8 @@ def init_weights(agent: Any, source: Any) -> None:
 
 # -- driver and callback ----------------------------------------------------------------
 def resumable_driver(start_update: int, start_step: int) -> type:
-    """OpenRL's on-policy driver starting at update ``start_update``: the LR schedule
-    (``lr_decay(episode, episodes)``), the logged step axis and the agent's step count
-    continue where the checkpoint left them."""
+    """OpenRL's on-policy driver starting at update ``start_update``
+    (docs/architecture.md, "Modules")."""
 
     class ResumedDriver(OnPolicyDriver):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -265,10 +267,13 @@ class RunCallback(CheckpointCallback):
         self.trained_steps = steps
         now = time.time()
         then, before = self._clock
-        if now > then:
-            self.run_logger.log_scalar("perf/env_steps_per_s", (steps - before) / (now - then),
-                                       steps)
+        fps = (steps - before) / (now - then) if now > then else 0.0
+        self.run_logger.log_scalar("perf/env_steps_per_s", fps, steps)
         self._clock = (now, steps)
+        spec = self.ctx.spec
+        report_progress(self.run_logger.progress, "%s %s" % (spec.algo, spec.task), self.update,
+                        int(spec.steps) // (int(self.cfg.episode_length) * self.num_envs), steps,
+                        int(spec.steps), fps, self.run_logger.success)
         self.watchdog.sample(self.update, steps)
         if steps // self.interval > max(self.last_saved, 0) // self.interval:
             self.save()
