@@ -155,6 +155,7 @@ def test_happo_trains_and_exits_zero(happo):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr
     assert "update 4/4" in proc.stdout and "success" in proc.stdout  # the progress line
+    assert "observation_space" not in proc.stdout + proc.stderr  # #38: HARL's raw prints
 
 
 def test_happo_logs_the_papers_metrics(happo):

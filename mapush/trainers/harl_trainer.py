@@ -172,7 +172,7 @@ def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
     module_name, class_name = RUNNERS[spec.algo]
     runner_cls = getattr(importlib.import_module(module_name), class_name)
     args, algo_args, env_args = split_config(spec, config)
-    with _redirected(base, Path(spec.run_dir), spec.rl_device):
+    with _redirected(base, Path(spec.run_dir), spec.rl_device), contextlib.redirect_stdout(None):
         runner = runner_cls(args, algo_args, env_args)
     runner.logger.attach(runner.envs)
     return runner
