@@ -302,3 +302,7 @@ def test_ppo_prints_the_progress_line_every_trainer_prints(trained):
     assert [int(row.split(",")[0]) for row in rows] == list(range(PER_UPDATE, 2001, PER_UPDATE))
     assert "mapush: training finished at step 2000; checkpoints in %s" % (
         trained["run"] / "checkpoints") in proc.stderr
+    # #38 item 10: the training stack's import warnings come once (the child's), not twice
+    warned = [line for line in proc.stderr.splitlines()
+              if "Warning: " in line or "Gym has been unmaintained" in line]
+    assert len(warned) == len(set(warned)), warned

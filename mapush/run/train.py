@@ -1,9 +1,12 @@
 """``mapush train`` in the parent process: preflight, run directory, child, exit status.
 
 How it works: docs/architecture.md, "Modules"."""
+import contextlib
+import io
 import os
 import signal
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -90,6 +93,7 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None) -> Tupl
     return path, spec
 
 
+NETRC = Path.home() / ".netrc"  # where `wandb login` keeps the W&B API key
 STOP_GRACE_ENV = "MAPUSH_STOP_GRACE_S"
 # How long the child may take, after the first SIGINT/SIGTERM, to write its final checkpoint
 # and leave before the parent kills it. Below compose's stop_grace_period (60 s), so that the
@@ -153,8 +157,10 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     trainer's config (keys, values, steps), a resume with nothing left to train, a
     read-only folder."""
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
-    try:
-        trainer = trainers.load(spec.algo)
+    try:  # the child shows the training stack's import warnings: once, not twice
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            trainer = trainers.load(spec.algo)
     except ImportError as exc:
         raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
                           "run mapush train there)" % (spec.algo, exc))
@@ -177,18 +183,10 @@ def check_wandb() -> None:
         print("mapush: --wandb with WANDB_MODE=%s: %s" % (mode, "nothing goes to W&B" if mode
               == "disabled" else "the W&B run stays in the run folder's wandb/ (upload it "
               "later with `wandb sync`)"), file=sys.stderr)
-    elif not os.environ.get("WANDB_API_KEY") and not _netrc_has("api.wandb.ai"):
+    elif not os.environ.get("WANDB_API_KEY") and "api.wandb.ai" not in (
+            NETRC.read_text(errors="replace") if NETRC.is_file() else ""):  # `wandb login`'s
         raise UsageError("--wandb: no W&B API key here: set WANDB_API_KEY (or run `wandb "
                          "login`), or WANDB_MODE=offline to keep the W&B run in the run folder")
-
-
-def _netrc_has(host: str) -> bool:
-    import netrc
-
-    try:
-        return netrc.netrc().authenticators(host) is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
 
 
 def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:
