@@ -168,4 +168,6 @@ def test_a_sweep_on_slurm_runs_every_cell_and_a_requeued_task_resumes(upstream, 
     status = run_mapush(["sweep", "--status", "--name", "cluster", "--root",
                          tmp_path / "sweeps"], env, cwd=tmp_path)
     assert status.returncode == 0 and status.stdout.strip().endswith("2 done"), status.stdout
-    assert "cluster/sweep.sbatch" in (REPO / "mapush" / "sweep.py").read_text()
+    from mapush.sweep import SBATCH  # the job script the sweep submits is the repository's
+
+    assert SBATCH == REPO / "cluster" / "sweep.sbatch" and SBATCH.is_file()
