@@ -55,9 +55,18 @@ OBJECT_CHOICES := cuboid Tblock cylinder
 IMAGE ?= mapush-env:$(if $(filter cu116,$(STACK)),latest,$(STACK))
 TENSORBOARD_IMAGE ?= mapush-tensorboard:latest
 TENSORBOARD_PORT ?= 6006
-# TensorBoard's base image; empty: the Dockerfile's default (_TB_DEFAULT_BASE).
+# TensorBoard's base image; empty: the one the existing TensorBoard image was built from (its
+# label org.mapush.base), so a plain `make tensorboard` keeps a base given once, else the
+# Dockerfile's default (_TB_DEFAULT_BASE).
 TENSORBOARD_BASE_IMAGE ?=
 _TB_DEFAULT_BASE := $(shell sed -n 's/^ARG TENSORBOARD_BASE_IMAGE=//p' docker/tensorboard.Dockerfile)
+ifneq ($(filter tensorboard,$(MAKECMDGOALS)),)
+ifeq ($(TENSORBOARD_BASE_IMAGE),)
+_TB_BUILT_BASE := $(shell $(DOCKER) image inspect --format \
+	'{{ index .Config.Labels "org.mapush.base" }}' $(TENSORBOARD_IMAGE) 2>/dev/null)
+TENSORBOARD_BASE_IMAGE := $(filter-out $(_TB_DEFAULT_BASE),$(_TB_BUILT_BASE))
+endif
+endif
 # The TensorBoard image is built only when missing or when its inputs changed: their hash is
 # the image's label org.mapush.inputs (docker/tensorboard.Dockerfile).
 TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile env/tensorboard.lock | \

@@ -195,7 +195,7 @@ check_tensorboard_base() {
     local image=$1
     "$docker_cmd" image inspect "$image" >/dev/null 2>&1 && return 0
     "$docker_cmd" pull --quiet "$image" >/dev/null 2>&1 && return 0
-    fail "TensorBoard's base image $image is not here and cannot be pulled (no registry answers?): pass TENSORBOARD_BASE_IMAGE=<a local Debian or Python image>, or make one from Debian's archive with: sudo docker/scripts/debian-base.sh mapush-debian-base:bookworm, then make tensorboard TENSORBOARD_BASE_IMAGE=mapush-debian-base:bookworm"
+    fail "TensorBoard's base image $image is not here and cannot be pulled (no registry answers?): pass TENSORBOARD_BASE_IMAGE=<a local Debian or Python image>, or make one from Debian's archive (as root, with debootstrap installed): docker/scripts/debian-base.sh mapush-debian-base:bookworm, then make tensorboard TENSORBOARD_BASE_IMAGE=mapush-debian-base:bookworm (later plain make tensorboard keeps that base)"
 }
 
 case "${1:-}" in

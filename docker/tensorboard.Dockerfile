@@ -32,5 +32,8 @@ CMD ["--logdir", "/runs", "--bind_all", "--port", "6006"]
 
 # Last, so a new value costs no rebuild of the layers above: the hash of this file, the
 # lock and the base, which `make tensorboard` compares to decide whether to build.
+# The base is labelled too: a later plain `make tensorboard` builds on the same one.
+ARG TENSORBOARD_BASE_IMAGE
 ARG TENSORBOARD_INPUTS=
-LABEL org.mapush.inputs="${TENSORBOARD_INPUTS}"
+LABEL org.mapush.inputs="${TENSORBOARD_INPUTS}" \
+      org.mapush.base="${TENSORBOARD_BASE_IMAGE}"

@@ -33,6 +33,7 @@ if [ "$1 $2 $3" = "info --format {{json .Runtimes}}" ] && [ -z "${STUB_NO_TOOLKI
 if [ "$1" = "pull" ] && [ -n "${STUB_NO_PULL:-}" ]; then
     echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp" >&2; exit 1; fi
 if [ "$1 $2" = "image inspect" ]; then
+    case "$4" in *org.mapush.base*) echo "${STUB_BASE_LABEL:-}"; exit "${STUB_INSPECT_RC:-0}";; esac
     if [ "$3" = "--format" ] && [ -n "${STUB_LABEL:-}" ]; then echo "$STUB_LABEL"; fi
     exit "${STUB_INSPECT_RC:-0}"; fi
 exit 0
@@ -105,11 +106,11 @@ def stubbed(sandbox: Path, args: List[str], **env: str) -> subprocess.CompletedP
 
 
 def docker_calls(sandbox: Path) -> List[str]:
-    """What make asked Docker, but the host checks' read-only queries of facts (``docker
-    info --format``: the runtimes, the data root)."""
+    """What make asked Docker, but the read-only queries of facts (``docker info --format``:
+    the runtimes, the data root; the TensorBoard image's base label)."""
     log = sandbox / "docker.log"
     return [line for line in (log.read_text().splitlines() if log.exists() else [])
-            if not line.startswith("info --format")]
+            if not line.startswith("info --format") and "org.mapush.base" not in line]
 
 
 def targets() -> Dict[str, str]:
@@ -488,7 +489,8 @@ def test_tensorboard_builds_only_when_missing_or_its_inputs_changed(sandbox):
 
 def test_the_tensorboard_image_carries_its_inputs_label():
     dockerfile = (REPO / "docker" / "tensorboard.Dockerfile").read_text()
-    assert dockerfile.rstrip().endswith('LABEL org.mapush.inputs="${TENSORBOARD_INPUTS}"')
+    assert dockerfile.rstrip().endswith('LABEL org.mapush.inputs="${TENSORBOARD_INPUTS}" \\\n'
+                                        '      org.mapush.base="${TENSORBOARD_BASE_IMAGE}"')
     import yaml
 
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
@@ -690,3 +692,25 @@ def test_demo_evaluates_records_and_reports_the_authors_cuboid_policy(sandbox):
     assert (sandbox / "runs" / "demo" / "eval.json").is_file()
     if MAPUSH_SRC:  # the authors' run the demo names is in MAPush at the pin
         assert (Path(MAPUSH_SRC) / "results" / "10-15-23_cuboid" / "checkpoints").is_dir()
+
+
+def test_a_plain_make_tensorboard_keeps_the_base_it_was_built_with(sandbox):
+    """#38 item 7: after a build with TENSORBOARD_BASE_IMAGE=..., a plain make tensorboard
+    computed other inputs and rebuilt from the default base (refused without a registry).
+    The image's label org.mapush.base now gives the base back."""
+    env_dump = sandbox / "env.txt"
+    stub = sandbox / "docker-stub"
+    stub.write_text(STUB.replace('exit 0\n', 'case "$*" in *" build tensorboard") env > "%s";; esac\nexit 0\n'
+                                 % env_dump, 1))
+    proc = stubbed(sandbox, ["tensorboard", "TENSORBOARD_BASE_IMAGE=my.registry/python:3.11"],
+                   STUB_INSPECT_RC="1")  # no image yet: built on the given base
+    assert proc.returncode == 0, proc.stderr
+    seen = dict(line.split("=", 1) for line in env_dump.read_text().splitlines() if "=" in line)
+    assert seen["TENSORBOARD_BASE_IMAGE"] == "my.registry/python:3.11"
+    env_dump.unlink()
+    (sandbox / "docker.log").unlink()
+    proc = stubbed(sandbox, ["tensorboard"], STUB_LABEL=seen["TENSORBOARD_INPUTS"],
+                   STUB_BASE_LABEL="my.registry/python:3.11")
+    assert proc.returncode == 0, proc.stderr
+    assert not env_dump.exists(), "rebuilt although nothing changed"
+    assert [c for c in docker_calls(sandbox) if "up --detach" in c]
