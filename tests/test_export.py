@@ -264,6 +264,9 @@ def test_bad_input_is_one_line_and_writes_nothing(upstream, trained, tmp_path):
     harl = tmp_path / "lone"
     shutil.copytree(str(sorted((trained["happo"] / "checkpoints").iterdir())[-1]), str(harl))
     (harl / "harl_config.json").unlink()  # a checkpoint folder carries a copy of its run's
+    meta = json.loads((harl / "meta.json").read_text())  # as one saved before the file record
+    meta.pop("files")
+    (harl / "meta.json").write_text(json.dumps(meta))
     other = tmp_path / "other-run"
     other.mkdir()
     (other / "config.json").write_text("{}")

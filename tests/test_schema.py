@@ -19,7 +19,7 @@ CONFIG_CASES = [
     ("ppo", {"episode_length": 0}, "episode_length 0: input should be greater than or equal to 1"),
     ("ppo", {"episode_length": -200}, "episode_length -200: input should be greater than or"),
     ("ppo", {"num_mini_batch": 0}, "num_mini_batch 0: input should be greater than or equal"),
-    ("ppo", {"lr": 0}, "lr 0.0: input should be greater than 0"),
+    ("ppo", {"lr": -0.001}, "lr -0.001: input should be greater than or equal to 0"),
     ("ppo", {"gamma": 1.5}, "gamma 1.5: input should be less than or equal to 1"),
     ("ppo", {"mqe_fast_step": "no"}, "mqe_fast_step 'no': input should be a valid boolean"),
     ("happo", {"train": {"episode_length": 0}},
@@ -156,7 +156,8 @@ def test_set_overrides_keys_of_either_trainer_and_the_run_records_them(upstream,
     harl = json.loads((happo / "harl_config.json").read_text())
     assert harl["algo_args"]["model"]["hidden_sizes"] == [16, 16]
     assert harl["env_args"]["state_type"] == "FP"
-    for argv, needle in ((["--set", "lr=0"], "set-and-config.yaml: lr 0.0: input should be greater"),
+    for argv, needle in ((["--set", "lr=-1"], "set-and-config.yaml: lr -1.0: input should be "
+                                               "greater than or equal to 0"),
                          (["--set", "lr"], "--set 'lr' is not KEY=VALUE"),
                          (["--algo", "happo", "--set", "model.lr.x=1"],
                           "model.lr {'x': 1}: input should be a valid number"),
