@@ -307,7 +307,8 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     # MAPush is given, so .ci/run unpacks no snapshot (that step has its own tests)
     env = dict(os.environ, WITNESS=str(witness), MAPUSH_SRC=str(tmp_path / "MAPush"))
     env.pop("MAPUSH_CI_DOCKERD_PIDFILE", None)
-    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # this suite may itself run under make
+    # this suite may itself run under make, which exports its command-line variables
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS"):
         env.pop(name, None)
     proc = subprocess.run(["bash", str(work / ".ci" / "run")], env=env, capture_output=True,
                           text=True, timeout=120)
