@@ -4,12 +4,19 @@ SHELL := /bin/bash
 
 include env/pins.env
 
+# Refusals: each problem is one `error:` line on stderr, all of them in one pass; then $(_stop)
+# ends make (exit 2) with GNU make's own closing line, the one line no Makefile can leave out.
+_shq = '$(subst ','\'',$(1))'
+_check = $(if $(strip $(1)),$(shell printf '%s\n' $(call _shq,$(strip $(1))) >&2)$(eval _PROBLEMS += x))
+_stop = $(if $(_PROBLEMS),$(error nothing was started: the error lines above say what to fix))
+
 # The stack: cu116 (default) or cu121 (env/pins.env). Every CU121_<KEY> pin replaces <KEY>.
 # (STACK's default, cu116, is in env/pins.env; the cu116 lock is kept for make lock)
 _LOCK_CU116 := $(LOCK_FILE)
 STACKS := cu116 cu121
 ifeq ($(filter $(STACKS),$(STACK)),)
-$(error error: STACK='$(STACK)' is not one of: $(STACKS) (cu116: CUDA 11.6, the default; cu121: the stack MAPush's authors trained with))
+$(call _check,error: STACK='$(STACK)' is not one of: $(STACKS) (cu116: CUDA 11.6, the default; cu121: the stack MAPush's authors trained with))
+$(_stop)
 endif
 _STACK_KEYS := CUDA_BASE_IMAGE CUDA_VERSION TORCH_VERSION TORCHVISION_VERSION TORCH_INDEX_URL \
 	LOCK_FILE TORCH_PYPI_VERSION TORCHVISION_PYPI_VERSION
@@ -94,13 +101,12 @@ endif
 ISAACGYM_CONTEXT := build/isaacgym-context
 
 # ---------------------------------------------------------------------------------------
-# Option checks: one line, exit status 2, before anything runs (GNU make's $(error)).
+# Option checks: one line each, exit status 2, before anything runs ($(_check), above).
 _nodigits = $(subst 9,,$(subst 8,,$(subst 7,,$(subst 6,,$(subst 5,,$(subst 4,,$(subst 3,,$(subst 2,,$(subst 1,,$(subst 0,,$(1)))))))))))
 # $(call _uint,NAME,allow-zero?) -> error text, or empty when $(NAME) is a plain integer
 _uint = $(if $(and $(filter 1,$(words $($(1)))),$(if $(call _nodigits,$($(1))),,ok),$(or $(2),$(subst 0,,$($(1))))),,error: $(1)='$($(1))' is not a $(if $(2),non-negative,positive) integer (e.g. $(1)=$(3)))
 _choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error: $(1)='$($(1))' is not one of: $(2))
 _under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
-_check = $(if $(strip $(1)),$(error $(strip $(1))))
 
 _GPU_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell
 _TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
@@ -151,6 +157,7 @@ endif
 ifneq ($(filter eval video report export,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)),,error: RUN='$(RUN)' does not exist (e.g. make eval RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make eval RUN=runs/<task>/<object>/<algo>/<run>))
 endif
+$(_stop)
 # Host checks (docker/host-check.sh prereqs) before any Docker call, in one pass: Compose v2
 # for the compose targets, a running daemon, and, when the image must be built (make build,
 # or a target whose IMAGE is missing), the tarball (readable gzip, Preview 4 layout, pinned
@@ -180,6 +187,7 @@ $(call _check,$(call _prereqs,$(_NEEDS_COMPOSE),if-missing))
 else ifneq ($(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),)
 $(call _check,$(call _prereqs,1,never))
 endif
+$(_stop)
 # make tensorboard builds its image when missing or changed: its base must be at hand.
 ifneq ($(filter tensorboard,$(MAKECMDGOALS)),)
 ifeq ($(_DRY_RUN),)
@@ -188,6 +196,7 @@ $(call _check,$(shell DOCKER='$(DOCKER)' $(HOST_CHECK) tensorboard-base '$(or $(
 endif
 endif
 endif
+$(_stop)
 
 # ---------------------------------------------------------------------------------------
 .PHONY: help

@@ -3,6 +3,7 @@ import argparse
 import atexit
 import importlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -124,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
             if in_group and group is None:
                 group = cmd.add_mutually_exclusive_group(required=True)
             (group if in_group else cmd).add_argument(*flags.split(), **keywords)
+        cmd.add_argument("--verbose", action="store_true", help="show everything: third-party "
+                         "warnings and prints, each update's losses (children inherit it)")
     return parser
 
 
@@ -172,7 +175,7 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
 
 
 # train's options that a --spec file cannot hold: how the command runs, not what it trains
-SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "help")
+SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "help", "verbose")
 
 
 def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
@@ -302,7 +305,7 @@ COMMANDS = {
 def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     if args.command == "train":
         given = given_options(argv)
-        others = sorted(given - {"--spec", "--no-preflight"})
+        others = sorted(given - {"--spec", "--no-preflight", "--verbose"})
         if args.spec and others:
             raise UsageError("--spec %s holds every option; give %s in it, not beside it"
                              % (args.spec, ", ".join(others)))
@@ -317,6 +320,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
+        if args.verbose:
+            os.environ["MAPUSH_VERBOSE"] = "1"
         return _dispatch(args, argv)
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)

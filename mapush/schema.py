@@ -62,6 +62,10 @@ def check(section: str, values: Dict[str, Any], where: str, options: bool = Fals
                                             else key, repr(error["input"])[:60], message))
 
 
+def verbose() -> bool:
+    return bool(environ().get("MAPUSH_VERBOSE"))
+
+
 def environ() -> Dict[str, Any]:
     """The ``MAPUSH_*`` variables of the ``environment`` section that are set, checked as
     text and converted (``"50"`` is 50)."""

@@ -2,6 +2,7 @@
 
 How it works: docs/architecture.md, "Modules"."""
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
@@ -83,3 +84,44 @@ class EpisodeRecorder(object):
                 self._writer = None
                 if self._tmp is not None and self._tmp.exists():
                     self._tmp.unlink()
+
+
+class TrainingVideos(object):
+    """``train --record-video``: env 0's next whole episode at the start and after every
+    ``every`` env steps, into ``folder``/train-<step>-ep1-<success|fail>.mp4."""
+
+    def __init__(self, env: Any, folder: Path, every: int, step: int = 0,
+                 quiet: bool = True) -> None:
+        self.env, self.folder, self.every, self.quiet = env, Path(folder), max(1, every), quiet
+        self.step, self.due, self.recorder = int(step), int(step), None  # type: Any
+
+    def step_env(self, actions: Any) -> Any:
+        """``env.step`` (MQE prints at env 0's resets while filming), then the camera."""
+        import contextlib
+
+        with contextlib.redirect_stdout(None if self.quiet else sys.stdout):
+            out = self.env.step(actions)
+            self.after_step(out[2])
+        return out
+
+    def after_step(self, done: Any) -> None:
+        self.step += int(self.env.num_envs)
+        if self.recorder is None and self.step < self.due:
+            return  # no host sync between films
+        if not bool(done.reshape(-1)[0]):
+            if self.recorder is not None:
+                self.recorder.drain(self.env)
+        elif self.recorder is None:  # env 0 begins an episode: film it
+            self.recorder = EpisodeRecorder(self.folder, "train-%d" % self.step, 1,
+                                            1.0 / float(self.env.dt))
+            self.env.start_recording()
+        else:
+            path = self.recorder.end_episode(bool(self.env.finished_buf.reshape(-1)[0]))
+            self.env.pause_recording()
+            self.recorder, self.due = None, (self.step // self.every + 1) * self.every
+            if path is not None:
+                print("mapush: video %s" % path, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.abort()

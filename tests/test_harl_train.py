@@ -158,6 +158,14 @@ def test_happo_trains_and_exits_zero(happo):
     assert "observation_space" not in proc.stdout + proc.stderr  # #38: HARL's raw prints
 
 
+def test_verbose_shows_harls_own_prints(happo, upstream, tmp_path):
+    assert happo["proc"].returncode == 0
+    proc = run_mapush(train_args("happo", tmp_path / "run", 160, happo["config"], "--verbose"),
+                      env=run_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "share_observation_space" in proc.stdout
+
+
 def test_happo_logs_the_papers_metrics(happo):
     found = events(happo["run_dir"])
     steps = [s for s, _ in found["metrics/success_rate"]]
@@ -227,6 +235,11 @@ def test_resume_continues_steps_axis_and_lr_schedule(happo):
     assert metas[640][1]["lr"] == checkpoint_meta(happo["run_dir"])[640][1]["lr"]
     found = events(happo["resumed_dir"])
     assert [s for s, _ in found["metrics/success_rate"]] == [480, 640]
+    # #38 item 9: the episode count goes on from the checkpoint's, in meta.json and TensorBoard
+    before = metas[320][1]["episodes"]
+    assert 0 < before < metas[480][1]["episodes"] < metas[640][1]["episodes"]
+    assert [v for _, v in found["metrics/episodes"]] == [metas[480][1]["episodes"],
+                                                        metas[640][1]["episodes"]]
 
 
 @pytest.mark.faults

@@ -90,6 +90,18 @@ case "$1" in -L) echo "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-0)" ;; *) echo 
 """
 
 
+STOP = "*** nothing was started: the error lines above say what to fix.  Stop."
+
+
+def refused(proc: subprocess.CompletedProcess) -> List[str]:
+    """The ``error:`` lines of a refused make (exit 2), then GNU make's own closing line
+    (#38 item 1: no problem is printed in make's ``Makefile:N: *** error: ...`` form)."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines and lines[-1].endswith(STOP), proc.stderr
+    assert all(line.startswith("error: ") for line in lines[:-1]), proc.stderr
+    return lines[:-1]
+
+
 def stubbed(sandbox: Path, args: List[str], **env: str) -> subprocess.CompletedProcess:
     """make with Docker and nvidia-smi stubbed (a GPU and the Container Toolkit present,
     unless STUB_NO_GPU / STUB_NO_TOOLKIT), no nvidia-ctk on PATH, and a build's disk need
@@ -192,9 +204,8 @@ def test_options_from_the_environment_are_used_too():
 ])
 def test_a_bad_option_stops_with_one_line_before_docker(sandbox, option, value, expect):
     proc = stubbed(sandbox, ["train", "%s=%s" % (option, value)])
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "error: " + expect in lines[0], proc.stderr
+    lines = refused(proc)
+    assert len(lines) == 1 and lines[0].startswith("error: " + expect), proc.stderr
     assert docker_calls(sandbox) == []
 
 
@@ -226,10 +237,8 @@ def test_export_needs_a_run_and_passes_it_or_the_checkpoint(sandbox):
 
 
 def test_build_without_the_tarball_says_where_to_get_it_and_where_to_put_it(sandbox):
-    proc = stubbed(sandbox, ["build"])
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
+    lines = refused(stubbed(sandbox, ["build"]))
+    assert len(lines) == 1, lines
     assert PINS["ISAACGYM_DOWNLOAD_URL"] in lines[0]
     assert "vendor/" + PINS["ISAACGYM_TARBALL"] in lines[0]
     assert "ISAACGYM_TARBALL_PATH=" in lines[0]
@@ -258,8 +267,7 @@ def test_every_missing_prerequisite_is_named_in_one_pass(sandbox, daemon):
     if not daemon:
         env["STUB_NO_DAEMON"] = "1"
     proc = stubbed(sandbox, ["train"], **env)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2, proc.stderr
+    lines = refused(proc)
     assert len(lines) == (5 if daemon else 6), proc.stderr
     assert all("error: " in line for line in lines)
     assert "no NVIDIA driver answers" in lines[0] and "R510" in lines[0]
@@ -388,9 +396,8 @@ def test_test_image_bench_and_clean(sandbox):
 
 # ------------------------------------------------------------------ first contact (issue 17)
 def one_error(proc: subprocess.CompletedProcess) -> str:
-    lines = proc.stderr.strip().splitlines()
-    # make's own form for $(error): "Makefile:N: *** error: ...  Stop."
-    assert proc.returncode == 2 and len(lines) == 1 and "*** error: " in lines[0], proc.stderr
+    lines = refused(proc)
+    assert len(lines) == 1, proc.stderr
     return lines[0]
 
 

@@ -65,6 +65,8 @@ def trained(upstream, tmp_path_factory):
 def test_ppo_trains_into_the_run_directory_on_cpu_without_cuda(trained):
     proc, run = trained["proc"], trained["run"]
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # quiet by default (#38 item 10): each update's losses go to log.txt, not the terminal
+    assert "] step " not in proc.stderr and "] step " in (run / "log.txt").read_text()
     spec = json.loads((run / "config.json").read_text())["spec"]
     assert (spec["algo"], spec["num_envs"], spec["rl_device"]) == ("ppo", NUM_ENVS, "cpu")
     # the recipe (lr 5e-4) under the user's --config (episode length, epochs)
@@ -119,6 +121,20 @@ LOAD = textwrap.dedent("""
 """ % NUM_ENVS)
 
 
+def test_verbose_shows_the_losses_and_the_import_warnings_of_both_processes(trained, upstream,
+                                                                          tmp_path):
+    """#38 item 10: ``--verbose`` silences nothing (the parent's import warnings too)."""
+    assert trained["proc"].returncode == 0
+    proc = run_mapush(train_args(tmp_path / "run", trained["config"], 400, "--verbose"),
+                      double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"\[INFO\] step \d+: .*train/value_loss", proc.stderr)
+    # the child's import warnings (those of this stack) are not kept from the parent either
+    warned = {line for line in trained["proc"].stderr.splitlines()
+              if "Warning: " in line or "Gym has been unmaintained" in line}
+    assert all(proc.stderr.count(line) == 2 for line in warned), proc.stderr[-3000:]
+
+
 def test_resume_continues_step_count_axis_and_optimizer(trained, upstream, tmp_path):
     assert trained["proc"].returncode == 0
     run = tmp_path / "run"
@@ -132,6 +148,10 @@ def test_resume_continues_step_count_axis_and_optimizer(trained, upstream, tmp_p
     resumed = scalars(run)["perf/env_steps_per_s"]
     assert sorted(step for step, _ in resumed) == [s for s in range(200, 4001, 200)]
     assert len(json.loads((run / "config.json").read_text())["resumes"]) == 1
+    # #38 item 9: the episode count goes on from the checkpoint's
+    episodes = [json.loads((run / "checkpoints" / ("rl_model_%d_steps" % s) / "meta.json")
+                           .read_text())["episodes"] for s in (1000, 2000, 3000, 4000)]
+    assert 0 < episodes[0] < episodes[1] < episodes[2] < episodes[3], episodes
 
     # OpenRL's PPOAgent.load accepts the checkpoints; the optimizer kept counting across the
     # resume (a fresh optimizer would restart at one run's worth of steps).

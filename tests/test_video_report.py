@@ -8,6 +8,7 @@ must show every image, no broken one, and no error in the page's console.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,6 +66,35 @@ def test_videos_of_env_0_are_h264_with_the_outcome_in_the_name(run):
         assert frames == video["frames"] > 0
         assert meta["fps"] == pytest.approx(10.0)  # 1 / dt of the double (decimation 2 x 0.05)
     assert "episode 1/2" in run["video"].stderr  # a bar per episode
+
+
+@pytest.mark.parametrize("algo,extra", [("ppo", ["--config"]), ("happo", [])])
+def test_record_video_films_env_0_at_the_start_and_after_every_interval(upstream, tmp_path,
+                                                                         algo, extra):
+    """#38 item 6: ``train --record-video`` films env 0's next whole episode at the start and
+    after every ``--checkpoint-interval`` env steps into RUN/videos/train-<step>-ep1-*.mp4."""
+    import imageio_ffmpeg
+
+    config = tmp_path / "small.yaml"
+    config.write_text("episode_length: 25\nppo_epoch: 1\n")
+    extra = ["--config", config] if extra else ["--set", "train.episode_length=25"]
+    run = tmp_path / "run"
+    proc = run_mapush(["train", "--algo", algo, "--num-envs", NUM_ENVS, "--steps", 400,
+                       "--checkpoint-interval", 100, "--record-video", "--run-dir", run]
+                      + CPU + extra, render_env(upstream, tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    videos = sorted((run / "videos").iterdir(), key=lambda p: int(p.name.split("-")[1]))
+    steps = [int(p.name.split("-")[1]) for p in videos]
+    assert 0 < steps[0] < 100 and [s // 100 for s in steps[1:]] == [1, 2, 3], steps
+    assert all(re.match(r"train-\d+-ep1-(success|fail)\.mp4$", p.name) for p in videos)
+    lengths = set()
+    for video in videos:
+        reader = imageio_ffmpeg.read_frames(str(video))
+        next(reader)  # the header
+        lengths.add(sum(1 for _ in reader))
+    assert len(lengths) == 1 and lengths.pop() > 1  # the double's episodes: all one length
+    assert proc.stderr.count("mapush: video ") == 4
+    assert "recording" not in proc.stdout  # MQE's prints at each start and pause
 
 
 def test_a_failed_episode_says_so_in_its_name(upstream, run, tmp_path):

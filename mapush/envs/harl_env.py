@@ -78,7 +78,7 @@ class MAPushHARLEnv(object):
         self._info_cut = {a: {"bad_transition": True} for a in range(self.n_agents)}
         self._infos_ok = [self._info_ok] * self.n_envs  # the common step: nothing cut
         self._no_timeout = torch.zeros(self.n_envs, dtype=torch.bool, device=self.device)
-        self.closed = False
+        self.closed, self.videos = False, None  # type: bool, Any  # --record-video
 
     # ----------------------------------------------------------------- HARL's interface
     def seed(self, seed: int) -> None:
@@ -104,7 +104,8 @@ class MAPushHARLEnv(object):
         if tuple(act.shape) != expected:
             raise ValueError("actions of shape %s, expected (n_envs, n_agents, act_dim) = %s"
                              % (tuple(act.shape), expected))
-        obs, reward, termination, _info = self.env.step(act)
+        obs, reward, termination, _info = (self.videos.step_env if self.videos
+                                           else self.env.step)(act)
         done = termination.reshape(-1).to(torch.bool)
         self.stats.update(self.env, done)
         timeout = getattr(self.env, "time_out_buf", None)
@@ -171,8 +172,9 @@ class MAPushHARLEnv(object):
     def close(self) -> None:
         """Drop the env without calling into Isaac Gym: Go1 has no ``close()`` and Isaac Gym
         tears down at process exit, which the child skips with ``os._exit`` (incident 002)."""
-        self.closed = True
-        self.env = None
+        if self.videos is not None:
+            self.videos.close()
+        self.closed, self.env = True, None
 
     @property
     def unwrapped(self) -> Optional[Any]:

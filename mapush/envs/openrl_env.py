@@ -47,6 +47,7 @@ class OpenRLEnv(object):
             self.action_space = env.action_space
         self.action_scale = float(action_scale)
         self.stats = EpisodeStats.for_env(env, window=window)
+        self.videos = None  # type: Any  # --record-video: a mapush.video.TrainingVideos
 
     # -- the interface OpenRL uses ------------------------------------------------------
     use_monitor = False
@@ -63,8 +64,8 @@ class OpenRLEnv(object):
     def step(self, actions: Any, extra_data: Optional[Dict[str, Any]] = None,
              **_kwargs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Dict[str, Any]]]:
         """One env step, on the device, then one host copy of obs, rewards and dones."""
-        obs, reward, done, _info = self.env.step(to_env_actions(actions, self.device,
-                                                                self.action_scale))
+        obs, reward, done, _info = (self.videos.step_env if self.videos else self.env.step)(
+            to_env_actions(actions, self.device, self.action_scale))
         self.stats.update(self.env, done)
         n, a = self.parallel_env_num, self.agent_num
         flat = torch.cat([obs.reshape(n, -1).float(), reward.reshape(n, a).float(),
@@ -87,6 +88,8 @@ class OpenRLEnv(object):
     def close(self, **_kwargs: Any) -> None:
         """Drop the env without calling into it (MQE's ``close`` fails; incident 002)
         (docs/architecture.md, "Modules")."""
+        if self.videos is not None:
+            self.videos.close()
         self.__dict__["env"] = None
 
     def __getattr__(self, name: str) -> Any:

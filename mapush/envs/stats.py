@@ -28,6 +28,7 @@ class EpisodeStats:
         self.filled = ring(torch.bool)
         self.cursor = torch.zeros((), dtype=torch.long, device=dev)
         self._episodes = torch.zeros((), dtype=torch.long, device=dev)
+        self.episodes_before = 0  # a resumed run's episodes (its checkpoint's meta.json)
         self._ep = torch.zeros(n, dtype=torch.float32, device=dev)  # running episode lengths
         # Pending steps: rows done, finished.
         self._hist = torch.zeros(self.capacity, 2, n, dtype=torch.float32, device=dev)
@@ -103,8 +104,13 @@ class EpisodeStats:
         return {
             "success_rate": succ / n,
             "finished_time": ftime / n,
-            "episodes": float(int(self._episodes.item())),
+            "episodes": float(self.episodes()),
         }
+
+    def episodes(self) -> int:
+        """Episodes ended in this run, across resumes (one host copy)."""
+        self.flush()
+        return self.episodes_before + int(self._episodes.item())
 
 
 def first_episode_degrees(env: Any) -> Dict[str, float]:

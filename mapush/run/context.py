@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional
 
 from tqdm import tqdm
 
+from mapush import schema
 from mapush.spec import RunSpec
 
 PROGRESS_FILE, PROGRESS_HEADER = "progress.txt", "steps,success_rate,steps_per_s\n"
@@ -41,6 +42,16 @@ class RunContext:
     @property
     def start_step(self) -> int:
         return int(self.resume_meta.get("step", 0))
+
+
+def training_videos(spec: RunSpec, env: Any, step: int) -> Any:
+    """``--record-video``: env 0 filmed into RUN/videos (None without the flag)."""
+    if not spec.record_video:
+        return None
+    from mapush.video import TrainingVideos
+
+    return TrainingVideos(env, Path(spec.run_dir) / "videos", int(spec.checkpoint_interval),
+                          step, quiet=not schema.verbose())
 
 
 def start_wandb(spec: RunSpec, config: Dict[str, Any], **extra: Any) -> None:

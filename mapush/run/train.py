@@ -157,9 +157,11 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     trainer's config (keys, values, steps), a resume with nothing left to train, a
     read-only folder."""
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
-    try:  # the child shows the training stack's import warnings: once, not twice
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore")
+    quiet = not schema.verbose()  # the child shows the stack's import warnings: once, not twice
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO() if quiet
+                                                                   else sys.stderr):
+            warnings.simplefilter("ignore" if quiet else "default")
             trainer = trainers.load(spec.algo)
     except ImportError as exc:
         raise MapushError("cannot check --algo %s's config: %s (the training image has it; "

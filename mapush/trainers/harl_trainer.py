@@ -16,7 +16,7 @@ from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint
-from mapush.run.context import RunContext, start_wandb
+from mapush.run.context import RunContext, start_wandb, training_videos
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
 from mapush.spec import RunSpec
@@ -172,7 +172,8 @@ def build_runner(spec: RunSpec, config: Dict[str, Any]) -> Any:
     module_name, class_name = RUNNERS[spec.algo]
     runner_cls = getattr(importlib.import_module(module_name), class_name)
     args, algo_args, env_args = split_config(spec, config)
-    with _redirected(base, Path(spec.run_dir), spec.rl_device), contextlib.redirect_stdout(None):
+    with _redirected(base, Path(spec.run_dir), spec.rl_device), contextlib.redirect_stdout(
+            sys.stdout if schema.verbose() else None):
         runner = runner_cls(args, algo_args, env_args)
     runner.logger.attach(runner.envs)
     return runner
@@ -189,6 +190,7 @@ def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
     lrs["critic"] = float(runner.critic.critic_optimizer.param_groups[0]["lr"])
     meta = dict(state, algo=ctx.spec.algo, trainer="harl", lr=lrs,
                 episode_length=int(config["train"]["episode_length"]),
+                episodes=runner.envs.stats.episodes(),
                 n_rollout_threads=int(config["train"]["n_rollout_threads"]),
                 use_linear_lr_decay=bool(config["train"]["use_linear_lr_decay"]))
     name = "step-%012d" % state["step"]
@@ -276,6 +278,8 @@ def train(ctx: RunContext) -> int:
         restore_checkpoint(runner, Path(spec.init_from), runner.device, optimizers=False)
         print("mapush: policy and value weights from %s; fresh optimizers, step 0"
               % spec.init_from, file=sys.stderr)
+    runner.envs.videos = training_videos(spec, runner.envs.env, start_step)
+    runner.envs.stats.episodes_before = int(ctx.resume_meta.get("episodes", 0))
     writer = runner.writter
     logger = runner.logger
     logger.steps_before, logger.episode_base = start_step, start_update

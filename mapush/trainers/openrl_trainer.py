@@ -25,7 +25,8 @@ from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
-from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb
+from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb, \
+    training_videos
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.spec import UPPER, RunSpec
 from mapush.trainers import CONFIG_DIR, by_library
@@ -119,6 +120,8 @@ class RunLogger(Logger):
                         logging.FileHandler(str(run_dir / "log.txt"))):
             handler.setFormatter(fmt)
             root.addHandler(handler)
+        if not schema.verbose():  # each update's losses: in log.txt and TensorBoard
+            root.handlers[0].addFilter(lambda record: not record.getMessage().startswith("step "))
         root.setLevel(logging.INFO)
         self.writter = SummaryWriter(self.log_dir)
         self.progress, self.success = open(str(run_dir / PROGRESS_FILE), "a"), None
@@ -221,8 +224,9 @@ def resumable_driver(start_update: int, start_step: int) -> type:
 class RunCallback(CheckpointCallback):
     """OpenRL's checkpoint callback for a run directory (docs/architecture.md, "Modules")."""
 
-    def __init__(self, ctx: RunContext, run_logger: RunLogger, cfg: Any, num_envs: int,
+    def __init__(self, ctx: RunContext, run_logger: RunLogger, cfg: Any, adapter: OpenRLEnv,
                  start_step: int, start_update: int) -> None:
+        num_envs, self.stats = adapter.parallel_env_num, adapter.stats
         interval = int(ctx.spec.checkpoint_interval)
         super(RunCallback, self).__init__(save_freq=max(1, interval // max(1, num_envs)),
                                           save_path=str(checkpoints_dir(ctx.run_dir)),
@@ -286,7 +290,7 @@ class RunCallback(CheckpointCallback):
         spec = self.ctx.spec
         meta = {"step": step, "algo": spec.algo, "update": self.update, "task": spec.task,
                 "object": spec.object, "num_envs": self.num_envs,
-                "episode_length": int(self.cfg.episode_length),
+                "episode_length": int(self.cfg.episode_length), "episodes": self.stats.episodes(),
                 "use_linear_lr_decay": bool(self.cfg.use_linear_lr_decay),
                 # each optimizer's learning rate now (after OpenRL's linear decay, if on)
                 "lr": {key: float(opt.param_groups[0]["lr"]) for key, opt in getattr(
@@ -313,6 +317,8 @@ def train(ctx: RunContext) -> int:
 
     per_update = int(cfg.episode_length) * adapter.parallel_env_num
     start_step = ctx.start_step
+    adapter.videos = training_videos(spec, env, start_step)
+    adapter.stats.episodes_before = int(ctx.resume_meta.get("episodes", 0))
     if ctx.resume_path is not None:
         use_module(agent, policy_file.load_module(ctx.resume_path, device, "--resume"))
         print("mapush: resuming from %s at step %d" % (ctx.resume_path, start_step),
@@ -340,13 +346,14 @@ def train(ctx: RunContext) -> int:
 
     logger = RunLogger(cfg, spec)
     write_json(ctx.run_dir / RESOLVED_CONFIG, plain_config(cfg))
-    callback = RunCallback(ctx, logger, cfg, adapter.parallel_env_num, start_step, start_update)
+    callback = RunCallback(ctx, logger, cfg, adapter, start_step, start_update)
     trained = False
     try:
         agent.train(total_time_steps=total_updates * per_update, logger=logger,
                     callback=callback, driver_class=resumable_driver(start_update, start_step))
         trained = True
     finally:
+        adapter.close()
         try:
             logger.close()
         except OSError:
