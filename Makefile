@@ -76,7 +76,7 @@ endif
 endif
 # The TensorBoard image is built only when missing or when its inputs changed: their hash is
 # the image's label org.mapush.inputs (docker/tensorboard.Dockerfile).
-TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile env/tensorboard.lock | \
+TENSORBOARD_INPUTS = $(shell cat docker/tensorboard.Dockerfile docker/tensorboard-entry.sh env/tensorboard.lock | \
 	{ cat; printf '%s' '$(TENSORBOARD_BASE_IMAGE)'; } | sha256sum | cut -c1-16)
 # The container user owns what it writes in runs/: the invoking user's ids (under sudo, the
 # user who ran sudo); root without sudo gets 1000, the image's default user.

@@ -18,6 +18,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1
 
 COPY env/tensorboard.lock /tmp/tensorboard.lock
+COPY --chmod=0755 docker/tensorboard-entry.sh /usr/local/bin/tensorboard-entry
 RUN python3 -m venv /opt/tensorboard \
     && /opt/tensorboard/bin/pip install --no-deps --require-hashes -r /tmp/tensorboard.lock \
     && rm /tmp/tensorboard.lock \
@@ -27,7 +28,7 @@ USER tensorboard
 EXPOSE 6006
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["/opt/tensorboard/bin/python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:6006/data/runs', timeout=4)"]
-ENTRYPOINT ["/opt/tensorboard/bin/tensorboard"]
+ENTRYPOINT ["/usr/local/bin/tensorboard-entry"]
 CMD ["--logdir", "/runs", "--bind_all", "--port", "6006"]
 
 # Last, so a new value costs no rebuild of the layers above: the hash of this file, the

@@ -1,6 +1,7 @@
 """Episode videos of env 0, streamed to an H.264 encoder frame by frame.
 
 How it works: docs/architecture.md, "Modules"."""
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -14,9 +15,7 @@ FPS_MAX = 60
 class EpisodeRecorder(object):
     def __init__(self, folder: Path, prefix: str, episodes: int, fps: float,
                  on_frame: Optional[Callable[[int, int], None]] = None) -> None:
-        self.folder = Path(folder)
-        self.prefix = prefix
-        self.episodes = int(episodes)
+        self.folder, self.prefix, self.episodes = Path(folder), prefix, int(episodes)
         self.fps = max(1.0, min(float(fps), FPS_MAX))
         self.on_frame = on_frame
         self.done = []  # type: List[Path]
@@ -97,31 +96,22 @@ class TrainingVideos(object):
 
     def step_env(self, actions: Any) -> Any:
         """``env.step`` (MQE prints at env 0's resets while filming), then the camera."""
-        import contextlib
-
         with contextlib.redirect_stdout(None if self.quiet else sys.stdout):
             out = self.env.step(actions)
-            self.after_step(out[2])
+            self.step += int(self.env.num_envs)
+            if self.recorder is None and self.step < self.due:
+                return out  # no host sync between films
+            if not bool(out[2].reshape(-1)[0]):
+                if self.recorder is not None:
+                    self.recorder.drain(self.env)
+            elif self.recorder is None:  # env 0 begins an episode: film it
+                self.recorder = EpisodeRecorder(self.folder, "train-%d" % self.step, 1,
+                                                1.0 / float(self.env.dt))
+                self.env.start_recording()
+            else:
+                path = self.recorder.end_episode(bool(self.env.finished_buf.reshape(-1)[0]))
+                self.env.pause_recording()
+                self.recorder, self.due = None, (self.step // self.every + 1) * self.every
+                if path is not None:
+                    print("mapush: video %s" % path, file=sys.stderr, flush=True)
         return out
-
-    def after_step(self, done: Any) -> None:
-        self.step += int(self.env.num_envs)
-        if self.recorder is None and self.step < self.due:
-            return  # no host sync between films
-        if not bool(done.reshape(-1)[0]):
-            if self.recorder is not None:
-                self.recorder.drain(self.env)
-        elif self.recorder is None:  # env 0 begins an episode: film it
-            self.recorder = EpisodeRecorder(self.folder, "train-%d" % self.step, 1,
-                                            1.0 / float(self.env.dt))
-            self.env.start_recording()
-        else:
-            path = self.recorder.end_episode(bool(self.env.finished_buf.reshape(-1)[0]))
-            self.env.pause_recording()
-            self.recorder, self.due = None, (self.step // self.every + 1) * self.every
-            if path is not None:
-                print("mapush: video %s" % path, file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.recorder is not None:
-            self.recorder.abort()

@@ -88,6 +88,9 @@ def test_tensorboard_service_serves_runs_read_only_on_localhost(service):
         time.sleep(1)
     logs = service["call"]("logs", "tensorboard", check=False).stdout
     assert run_name in runs, "runs %r; logs:\n%s" % (runs, logs[-3000:])
+    # #38 item 7: the announcement names the published address, not the container's name
+    announced = [line for line in logs.splitlines() if "(Press CTRL+C to quit)" in line]
+    assert len(announced) == 1 and " at %s/ (Press" % url in announced[0], logs[-3000:]
 
     tags = {}  # type: Dict[str, Any]
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from mapush.checkpoints.store import damaged, read_meta
+from mapush.checkpoints.store import read_meta, refuse_damaged
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 
@@ -63,10 +63,7 @@ def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) 
     if not path.is_file():
         raise UsageError("%s %s: no %s in it; pass a checkpoint folder of a PPO run or a "
                          "module.pt" % (what, checkpoint, MODULE_FILE))
-    bad = damaged(path.parent, read_meta(path.parent) or {})
-    if bad:
-        raise UsageError("%s %s: %s does not match the size/sha256 recorded in meta.json "
-                         "(corrupt); use another checkpoint" % (what, checkpoint, bad))
+    refuse_damaged(path.parent, read_meta(path.parent) or {}, what)
     try:
         module = _lenient_load(path) if lenient else _torch_load(path, device)
     except ImportError as exc:

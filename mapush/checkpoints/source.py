@@ -3,7 +3,6 @@
 How it works: docs/architecture.md, "Modules"."""
 import json
 import re
-import sys
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -12,8 +11,8 @@ from mapush.errors import UsageError
 from mapush.trainers import DEFAULT_ALGO
 from mapush.objects import read_object_name
 from mapush.checkpoints.policy import HARL_ACTOR, MODULE_FILE
-from mapush.checkpoints.store import checkpoints_dir, damaged, latest_checkpoint, \
-    list_checkpoints, read_meta
+from mapush.checkpoints.store import checkpoints_dir, latest_checkpoint, list_checkpoints, \
+    passed_over, read_meta, refuse_damaged
 
 RUN_CONFIG = "config.json"
 OBJECT_CONFIG = Path("task") / "config.py"  # the run's object config, as upstream keeps it
@@ -28,16 +27,6 @@ def refuse_inside_run(option: str, out: Path, own: Optional[Path]) -> None:
         if (parent / RUN_CONFIG).is_file() and (own is None or parent != own.resolve()):
             raise UsageError("%s %s is inside the run %s; write into the run it reads or "
                              "outside any run" % (option, out, parent))
-
-
-def refuse_damaged(path: Path, meta: Dict[str, Any], what: str) -> Path:
-    """A checkpoint named directly whose files differ from its ``meta.json``: one line."""
-    bad = damaged(path, meta)
-    if bad:
-        raise UsageError("%s %s: its %s does not match the size/sha256 in meta.json (damaged): "
-                         "name its run folder instead, which uses the newest intact checkpoint"
-                         % (what, path, bad))
-    return path
 
 
 def is_upstream_run(path: Path) -> bool:
@@ -65,15 +54,8 @@ def run_checkpoints(run: Path) -> List[Tuple[Optional[int], Path]]:
     """``(step, folder)`` of every complete checkpoint of a run, ours or the authors'."""
     if is_upstream_run(run):
         return [(step, path) for step, path in upstream_checkpoints(run)]
-    found = []  # type: List[Tuple[Optional[int], Path]]
-    for step, path, meta in list_checkpoints(run):
-        bad = damaged(path, meta)
-        if bad:
-            print("mapush: %s is damaged (its %s does not match meta.json): skipped"
-                  % (path, bad), file=sys.stderr)
-        else:
-            found.append((step, path))
-    return found
+    return [(step, path) for step, path, meta in list_checkpoints(run)
+            if not passed_over(path, meta, "skipped")]
 
 
 def resolve_resume(target: str) -> Tuple[Path, Optional[Path], Dict[str, Any]]:

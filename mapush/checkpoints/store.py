@@ -82,6 +82,16 @@ def damaged(path: Path, meta: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+def refuse_damaged(path: Path, meta: Dict[str, Any], what: str) -> Path:
+    """A checkpoint named directly whose files differ from its ``meta.json``: one line."""
+    bad = damaged(path, meta)
+    if bad:
+        raise UsageError("%s %s: its %s does not match the size/sha256 in meta.json (damaged): "
+                         "name its run folder instead, which uses the newest intact checkpoint"
+                         % (what, path, bad))
+    return path
+
+
 def read_meta(path: Path) -> Optional[Dict[str, Any]]:
     try:
         meta = json.loads((Path(path) / META).read_text())
@@ -107,12 +117,16 @@ def list_checkpoints(run_dir: Path) -> List[Tuple[int, Path, Dict[str, Any]]]:
     return found
 
 
+def passed_over(path: Path, meta: Dict[str, Any], then: str) -> bool:
+    """Whether a checkpoint of a run folder is damaged, said in one line that ends ``then``."""
+    bad = damaged(path, meta)
+    if bad:
+        print("mapush: %s is damaged (its %s does not match meta.json): %s" % (path, bad, then),
+              file=sys.stderr)
+    return bool(bad)
+
+
 def latest_checkpoint(run_dir: Path) -> Optional[Tuple[int, Path, Dict[str, Any]]]:
     """The newest intact checkpoint; each damaged newer one is passed over in one line."""
-    for step, path, meta in reversed(list_checkpoints(run_dir)):
-        bad = damaged(path, meta)
-        if bad is None:
-            return step, path, meta
-        print("mapush: %s is damaged (its %s does not match meta.json): using the checkpoint "
-              "before it" % (path, bad), file=sys.stderr)
-    return None
+    return next((c for c in reversed(list_checkpoints(run_dir))
+                 if not passed_over(c[1], c[2], "using the checkpoint before it")), None)

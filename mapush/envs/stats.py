@@ -16,9 +16,7 @@ class EpisodeStats:
                  capacity: int = DEFAULT_CAPACITY) -> None:
         # At least one slot per env, so one step can never overwrite its own results.
         self.size = max(int(window), int(num_envs))
-        self.num_envs = int(num_envs)
-        self.device = torch.device(device)
-        self.dt = float(dt)
+        self.num_envs, self.device, self.dt = int(num_envs), torch.device(device), float(dt)
         self.max_episode_length = float(max_episode_length)
         self.capacity = max(1, int(capacity))
         n, dev = self.num_envs, self.device

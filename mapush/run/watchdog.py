@@ -60,13 +60,10 @@ class MemoryWatchdog(object):
         self.window = max(3, int(knobs["window"]))
         self.threshold_mb = float(knobs["threshold_mb"])
         self.min_positive = float(knobs["min_positive"])
-        self.stream = stream
-        self._sampler = sampler
-        self.cuda = str(device).startswith("cuda")
+        self.stream, self._sampler, self.cuda = stream, sampler, str(device).startswith("cuda")
         self.track = "memory/gpu_allocated_mb" if self.cuda else "memory/host_rss_mb"
         self.samples = []  # type: List[Tuple[int, int, float]]  # (update, env_step, MB)
-        self.seen = 0
-        self.warned = False
+        self.seen, self.warned = 0, False
         self.warning = None  # type: Optional[str]
 
     def measure(self) -> dict:

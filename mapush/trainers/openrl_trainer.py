@@ -231,13 +231,8 @@ class RunCallback(CheckpointCallback):
         super(RunCallback, self).__init__(save_freq=max(1, interval // max(1, num_envs)),
                                           save_path=str(checkpoints_dir(ctx.run_dir)),
                                           name_prefix=NAME_PREFIX)
-        self.ctx = ctx
-        self.interval = interval
-        self.run_logger = run_logger
-        self.cfg = cfg
-        self.num_envs = num_envs
-        self.update = start_update
-        self.trained_steps = start_step
+        self.ctx, self.interval, self.run_logger, self.cfg = ctx, interval, run_logger, cfg
+        self.num_envs, self.update, self.trained_steps = num_envs, start_update, start_step
         self.last_saved = start_step if ctx.resume_path else -1
         self.watchdog = MemoryWatchdog(ctx.spec.rl_device, run_logger.log_scalar, every=10,
                                        warmup=5)
