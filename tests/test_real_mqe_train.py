@@ -4,6 +4,7 @@ T-block and the 3-robot cylinder, stop and resume, and the high level with the p
 command net. Rollouts are shortened with ``--config`` so a run is seconds; what the
 stand-in cannot give (PhysX's contacts, so any success) is not asserted."""
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -94,6 +95,35 @@ def test_harl_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj, algo):
     assert UPSTREAM_STEP not in proc.stderr  # patches/mapush/06's switch at its default
     assert json.loads((run / "harl_config.json").read_text())["env_args"]["mqe_fast_step"] \
         is True
+
+
+def test_ppo_films_env_0_while_training_over_real_mqe(real_mqe, tmp_path):
+    """#38 item 6 through MQE's own camera and recording calls (``legged_robot.py:1171-1212``):
+    ``--record-video`` films env 0's next whole episode, here of 1 s (the cuboid's config
+    with ``episode_length_s = 1``), the film beginning after env 0's first reset."""
+    text = (real_mqe["tree"] / "task" / "cuboid" / "config.py").read_text()
+    short = tmp_path / "cuboid_1s.py"
+    short.write_text(re.sub(r"episode_length_s = [0-9.]+", "episode_length_s = 1", text, 1))
+    assert short.read_text() != text
+    icd = tmp_path / "nvidia_icd.json"  # the rendering check's file; the stand-in renders
+    icd.write_text('{"ICD": {"library_path": "libGLX_nvidia.so.0"}}')
+    run = tmp_path / "run"
+    proc = run_mapush(["train", "--object-config", short, "--num-envs", 2, "--steps", 240,
+                       "--checkpoint-interval", 120, "--record-video", "--run-dir", run,
+                       "--config", ppo_config(tmp_path), "--sim-device", "cpu", "--rl-device",
+                       "cpu"], real_env(real_mqe, VK_ICD_FILENAMES=icd, MAPUSH_WHERE="host"),
+                      cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    videos = sorted((run / "videos").iterdir())
+    assert len(videos) == 1 and re.match(r"train-\d+-ep1-fail\.mp4$", videos[0].name), videos
+    import imageio_ffmpeg
+
+    reader = imageio_ffmpeg.read_frames(str(videos[0]))
+    meta = next(reader)
+    frames = sum(1 for _ in reader)
+    # MQE's recording camera; a 1 s episode at MQE's dt (decimation x sim.dt) is 50 steps
+    assert meta["size"][0] > 0 and 40 <= frames <= 52, (meta, frames)
+    assert "recording" not in proc.stdout  # MQE's prints at each start and pause
 
 
 def test_ppo_stops_and_resumes_over_real_mqe(real_mqe, tmp_path):
