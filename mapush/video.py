@@ -115,3 +115,8 @@ class TrainingVideos(object):
                 if path is not None:
                     print("mapush: video %s" % path, file=sys.stderr, flush=True)
         return out
+
+    def close(self) -> None:
+        """A stop: a half-written film goes."""
+        if self.recorder is not None:
+            self.recorder.abort()

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,40 @@ def test_frames_are_streamed_never_held():
         path = recorder.end_episode(success=False)
         assert sizes == [0] * 30 and recorder.finished
         assert path.name == "ck-ep1-fail.mp4" and path.stat().st_size > 0
+
+
+def test_a_stop_mid_film_leaves_no_file(tmp_path):
+    """A training film cut by a stop (the adapter's close) leaves nothing in videos/."""
+    import numpy as np
+    import torch
+
+    from mapush.video import TrainingVideos
+
+    class Env(object):  # MQE's recording interface, as the double and upstream have it
+        num_envs, dt, video_frames, recording = 2, 0.02, [], False
+        finished_buf = torch.zeros(2, dtype=torch.bool)
+
+        def step(self, _actions):
+            if self.recording:
+                self.video_frames.append(np.zeros((8, 8, 3), dtype=np.uint8))
+            self.steps = getattr(self, "steps", 0) + 1
+            return None, None, torch.tensor([self.steps == 1, False]), None  # env 0 resets once
+
+        def start_recording(self):
+            self.recording = True
+
+        def pause_recording(self):
+            self.recording = False
+
+    videos = TrainingVideos(Env(), tmp_path / "videos", every=100)
+    for _ in range(100):  # env 0 resets at the first step, then the film runs
+        videos.step_env(None)
+    deadline = time.monotonic() + 30  # ffmpeg, a process of its own, creates the file
+    while not list((tmp_path / "videos").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert videos.recorder is not None and len(list((tmp_path / "videos").iterdir())) == 1
+    videos.close()
+    assert list((tmp_path / "videos").iterdir()) == []
 
 
 @pytest.mark.parametrize("case, needle", [

@@ -172,8 +172,8 @@ class MAPushHARLEnv(object):
     def close(self) -> None:
         """Drop the env without calling into Isaac Gym: Go1 has no ``close()`` and Isaac Gym
         tears down at process exit, which the child skips with ``os._exit`` (incident 002)."""
-        if self.videos is not None and self.videos.recorder is not None:
-            self.videos.recorder.abort()  # a half-written film goes
+        if self.videos is not None:
+            self.videos.close()
         self.closed, self.env = True, None
 
     @property

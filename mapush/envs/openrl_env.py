@@ -88,8 +88,8 @@ class OpenRLEnv(object):
     def close(self, **_kwargs: Any) -> None:
         """Drop the env without calling into it (MQE's ``close`` fails; incident 002)
         (docs/architecture.md, "Modules")."""
-        if self.videos is not None and self.videos.recorder is not None:
-            self.videos.recorder.abort()  # a half-written film goes
+        if self.videos is not None:
+            self.videos.close()
         self.__dict__["env"] = None
 
     def __getattr__(self, name: str) -> Any:
