@@ -43,7 +43,48 @@ VARIANTS = ("pristine", "patched")
 
 
 # --------------------------------------------------------------------------- child
+def _trace(case):
+    """The equivalence trace on the device: ``case["steps"]`` steps from a fixed seed and
+    seeded actions (drawn on the CPU, as tests/real_mqe_probe.py's trace draws them); each
+    step's observations, rewards and dones into ``case["trace_file"]`` (.npz).
+    ``case["graph_step"]`` False runs the patched step eagerly (patches/mapush/07 off)."""
+    sys.path[:0] = [str(STANDIN), case["tree"], str(REPO)]
+    os.environ["MAPUSH_ROOT"] = case["tree"]
+    from mapush import sim
+
+    sim.import_isaacgym()
+    import numpy as np
+    import torch
+    from mapush.spec import RunSpec
+
+    spec = RunSpec(algo="ppo", task=case["task"], object=case["object"],
+                   num_envs=case["envs"], steps=1, seed=3, run_dir="unused",
+                   sim_device=case["device"], rl_device=case["device"])
+    env, _ = sim.make_env(spec)
+    if hasattr(env, "graph_step"):
+        env.graph_step = case.get("graph_step", True)
+    gen = torch.Generator().manual_seed(7)
+    agents = 1 if case["task"] == "go1push_upper" else env.num_agents
+    env.reset()
+    trace = {"obs": [], "reward": [], "done": []}
+    for _ in range(case["steps"]):
+        action = torch.rand(case["envs"], agents, env.action_space.shape[0], generator=gen) * 2 - 1
+        obs, reward, done, _info = env.step(action.to(case["device"]))
+        for key, value in (("obs", obs), ("reward", reward), ("done", done)):
+            trace[key].append(value.detach().cpu().numpy().copy())
+    out = {k: np.stack(v) for k, v in trace.items()}
+    terms = getattr(env, "reward_buffer", {})
+    out["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
+    np.savez(case["trace_file"], **out)
+    print("MQE_STEP " + json.dumps({"resets": int(out["done"].sum()),
+                                    "graphed": getattr(env, "_graph", None) is not None}),
+          flush=True)
+    os._exit(0)
+
+
 def _child(case):
+    if case.get("trace_file"):
+        _trace(case)
     sys.path[:0] = [str(STANDIN), case["tree"], str(REPO)]
     os.environ["MAPUSH_ROOT"] = case["tree"]
     from mapush import sim
@@ -242,6 +283,10 @@ def main(argv=None):
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="which trees run (default: both, alternated)")
     parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--equivalence", type=int, default=0, metavar="STEPS",
+                        help="also trace STEPS steps of each object: patched (graphed) "
+                             "against pristine and against patched run eagerly")
+    parser.add_argument("--equivalence-envs", type=int, default=64)
     args = parser.parse_args(argv)
     if args.child:
         _child(json.loads(args.child))
@@ -286,6 +331,44 @@ def main(argv=None):
             row["patched_over_pristine"] = row["patched_ms_per_step"] / \
                 row["pristine_ms_per_step"]
         rows.append(row)
+    equivalence = []
+    if args.equivalence:
+        import numpy as np
+
+        for obj in args.objects.split(","):
+            traces = {}
+            for name, variant, graph in (("pristine", "pristine", True),
+                                         ("patched", "patched", True),
+                                         ("patched_eager", "patched", False)):
+                case = {"tree": trees[variant], "variant": name, "task": "go1push_mid",
+                        "object": obj, "envs": args.equivalence_envs, "device": args.device,
+                        "steps": args.equivalence, "graph_step": graph,
+                        "trace_file": str(out / ("trace-%s-%s.npz" % (obj, name)))}
+                result, error = _run_child(case, args.timeout)
+                if result is None:
+                    failures.append({"case": case, "error": error})
+                    continue
+                traces[name] = dict(result, data=np.load(case["trace_file"]))
+            if len(traces) < 3:
+                continue
+            row = {"object": obj, "envs": args.equivalence_envs, "steps": args.equivalence,
+                   "resets": traces["patched"]["resets"],
+                   "graphed": traces["patched"]["graphed"]}
+            for ref in ("pristine", "patched_eager"):
+                for key in ("obs", "reward", "done", "terms"):
+                    a = traces["patched"]["data"][key].astype(np.float64)
+                    b = traces[ref]["data"][key].astype(np.float64)
+                    row["max_abs_diff_%s_%s" % (key, ref)] = float(np.max(np.abs(a - b)))
+                    tol = dict(rtol=1e-5, atol=1e-5 if key == "terms" else 1e-6)
+                    row.setdefault("equal", True)
+                    row["equal"] = row["equal"] and bool(np.allclose(a, b, **tol))
+            equivalence.append(row)
+            print("mqe_step: equivalence %s: %s" % (obj, json.dumps(row)), file=sys.stderr,
+                  flush=True)
+            if not row["equal"] or not row["graphed"]:
+                failures.append({"case": {"variant": "equivalence", "object": obj},
+                                 "error": "patched (graphed) differs from pristine or eager, "
+                                          "or did not graph: %s" % json.dumps(row)})
     long_runs = {}
     if args.long_steps:
         for variant in variants:
@@ -299,6 +382,7 @@ def main(argv=None):
             else:
                 long_runs[variant] = result["long"]
     report = {"rows": rows, "long": long_runs, "failures": failures,
+              "equivalence": equivalence,
               "args": {k: v for k, v in vars(args).items() if k != "child"}}
     (out / "mqe-step.json").write_text(json.dumps(report, indent=1, sort_keys=True))
     lines = ["| device | task | object | envs | pristine ms/step | patched ms/step | patched/"

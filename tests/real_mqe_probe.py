@@ -114,6 +114,32 @@ def case_obstacle_degree(n):
                 if hasattr(inner, "obstacle_collision_degree_buf") else None}
 
 
+def emulated_capture(wrapper, fn):
+    """patches/mapush/07's ``_capture`` on the CPU, where CUDA graphs do not exist: fn runs
+    once, and each replay runs it again over the attribute bindings of the wrapper and of
+    MQE's env as they were at the capture, then writes its outputs into the first ones. A
+    graph reads the tensors it was captured with: a tensor MQE rebinds after the capture is
+    stale in the graph, and is stale here too; one updated in place is fresh in both."""
+    frozen = [(obj, dict(vars(obj))) for obj in (wrapper, wrapper.env)]
+    out = fn()
+
+    def replay():
+        current = [(obj, dict(vars(obj))) for obj, _ in frozen]
+        for obj, bindings in frozen:
+            vars(obj).clear()
+            vars(obj).update(bindings)
+        try:
+            new = fn()
+        finally:
+            for obj, bindings in current:
+                vars(obj).clear()
+                vars(obj).update(bindings)
+        for mine, theirs in zip(out, new):
+            mine.copy_(theirs)
+
+    return replay, out
+
+
 def case_trace(n, task, obj):
     """300 steps from the same seed and seeded random actions; each step's observations,
     rewards and dones, and at the end the first-episode buffers and the reward terms,
@@ -124,6 +150,9 @@ def case_trace(n, task, obj):
 
     env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3),
                           fast_step=os.environ.get("MAPUSH_PROBE_FAST_STEP") != "0")
+    if os.environ.get("MAPUSH_PROBE_GRAPH") == "emulate":  # patches/mapush/07 on the CPU
+        type(env)._capture = emulated_capture
+        env.graph_step = True
     gen = torch.Generator().manual_seed(7)
     agents = 1 if task == "go1push_upper" else env.num_agents
     obs = env.reset()
@@ -147,7 +176,8 @@ def case_trace(n, task, obj):
     out["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
     np.savez(os.environ["MAPUSH_PROBE_OUT"], **out)
     return {"steps": 300, "resets": int(out["done"].sum()) + forced, "terms": sorted(terms),
-            "fast_step": getattr(env, "fast_step", None)}
+            "fast_step": getattr(env, "fast_step", None),
+            "graphed": getattr(env, "_graph", None) is not None}
 
 
 CASES = {

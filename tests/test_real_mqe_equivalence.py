@@ -37,13 +37,32 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path, cas
     _, upstream = trace(device_only, case, tmp_path / "upstream.npz")
     if case != "trace_upper":  # the mid wrapper carries the switch
         assert fast["fast_step"] is True and off["fast_step"] is False
+        assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
     assert fast["resets"] > 0  # the 300 steps cross episode ends
     for reference in (upstream, switched_off):
-        for name in ("obs", "reward", "done", "init_finished_buf", "init_episode_length_buf",
-                     "collision_degree_buf", "collaboration_degree_buf",
-                     "episode_length_buf"):
-            np.testing.assert_allclose(ours[name].astype(np.float64),
-                                       reference[name].astype(np.float64),
-                                       rtol=1e-5, atol=1e-6, err_msg=name)
-        np.testing.assert_array_equal(ours["done"], reference["done"])
-        np.testing.assert_allclose(ours["terms"], reference["terms"], rtol=1e-5, atol=1e-5)
+        assert_same_trace(ours, reference)
+
+
+@pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder"])
+def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_path, case):
+    """patches/mapush/07 replays the mid wrapper's step as a CUDA graph, which reads its
+    inputs from the tensors it was captured with. On the CPU the capture is emulated
+    (tests/real_mqe_probe.py: emulated_capture): a replay re-runs the code over the
+    bindings the capture saw, so an input MQE rebinds and the patch fails to copy in is
+    stale, as it would be in a graph. benchmarks/mqe_step.py --equivalence checks the real
+    graph on a GPU."""
+    graphed, ours = trace(real_mqe, case, tmp_path / "graphed.npz", MAPUSH_PROBE_GRAPH="emulate")
+    _, upstream = trace(device_only, case, tmp_path / "upstream.npz")
+    assert graphed["graphed"] is True and graphed["resets"] > 0
+    assert_same_trace(ours, upstream)
+
+
+def assert_same_trace(ours, reference):
+    for name in ("obs", "reward", "done", "init_finished_buf", "init_episode_length_buf",
+                 "collision_degree_buf", "collaboration_degree_buf",
+                 "episode_length_buf"):
+        np.testing.assert_allclose(ours[name].astype(np.float64),
+                                   reference[name].astype(np.float64),
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_array_equal(ours["done"], reference["done"])
+    np.testing.assert_allclose(ours["terms"], reference["terms"], rtol=1e-5, atol=1e-5)
