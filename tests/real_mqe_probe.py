@@ -114,6 +114,12 @@ def case_obstacle_degree(n):
                 if hasattr(inner, "obstacle_collision_degree_buf") else None}
 
 
+# ops that read a device tensor back on the host (a stream sync, which a CUDA graph capture
+# refuses), counted in the emulated replays: .item() and boolean-mask indexing
+HOST_SYNCS = ("aten::_local_scalar_dense", "aten::nonzero")
+GRAPH_SYNCS = {}
+
+
 def emulated_capture(wrapper, fn):
     """patches/mapush/07's ``_capture`` on the CPU, where CUDA graphs do not exist: fn runs
     once, and each replay runs it again over the attribute bindings of the wrapper and of
@@ -124,12 +130,18 @@ def emulated_capture(wrapper, fn):
     out = fn()
 
     def replay():
+        from torch.profiler import ProfilerActivity, profile
+
         current = [(obj, dict(vars(obj))) for obj, _ in frozen]
         for obj, bindings in frozen:
             vars(obj).clear()
             vars(obj).update(bindings)
         try:
-            new = fn()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:  # what a capture forbids
+                new = fn()
+            for event in prof.events():
+                if event.name in HOST_SYNCS:
+                    GRAPH_SYNCS[event.name] = GRAPH_SYNCS.get(event.name, 0) + 1
         finally:
             for obj, bindings in current:
                 vars(obj).clear()
@@ -177,7 +189,7 @@ def case_trace(n, task, obj):
     np.savez(os.environ["MAPUSH_PROBE_OUT"], **out)
     return {"steps": 300, "resets": int(out["done"].sum()) + forced, "terms": sorted(terms),
             "fast_step": getattr(env, "fast_step", None),
-            "graphed": getattr(env, "_graph", None) is not None}
+            "graphed": getattr(env, "_graph", None) is not None, "graph_syncs": GRAPH_SYNCS}
 
 
 CASES = {
