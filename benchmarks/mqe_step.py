@@ -247,7 +247,10 @@ def _summary(result):
 def _run_child(case, timeout):
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(case)],
                           capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+                          # MQE's torch.load of the high level's command net passes no
+                          # weights_only, which torch >= 2.6 (the GPU machine's) defaults to True
+                          env=dict(os.environ, PYTHONWARNINGS="ignore",
+                                   TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1"))
     for line in proc.stdout.splitlines():
         if line.startswith("MQE_STEP "):
             return json.loads(line[len("MQE_STEP "):]), None

@@ -152,6 +152,12 @@ def emulated_capture(wrapper, fn):
     return replay, out
 
 
+def refused_capture(wrapper, fn):
+    """A capture that fails as a host sync makes it fail, after one call of fn."""
+    fn()
+    raise RuntimeError("called a synchronizing CUDA operation (refused by the test)")
+
+
 def case_trace(n, task, obj):
     """300 steps from the same seed and seeded random actions; each step's observations,
     rewards and dones, and at the end the first-episode buffers and the reward terms,
@@ -164,6 +170,9 @@ def case_trace(n, task, obj):
                           fast_step=os.environ.get("MAPUSH_PROBE_FAST_STEP") != "0")
     if os.environ.get("MAPUSH_PROBE_GRAPH") == "emulate":  # patches/mapush/07 on the CPU
         type(env)._capture = emulated_capture
+        env.graph_step = True
+    if os.environ.get("MAPUSH_PROBE_GRAPH") == "refuse":  # a capture that fails
+        type(env)._capture = refused_capture
         env.graph_step = True
     gen = torch.Generator().manual_seed(7)
     agents = 1 if task == "go1push_upper" else env.num_agents
@@ -189,7 +198,8 @@ def case_trace(n, task, obj):
     np.savez(os.environ["MAPUSH_PROBE_OUT"], **out)
     return {"steps": 300, "resets": int(out["done"].sum()) + forced, "terms": sorted(terms),
             "fast_step": getattr(env, "fast_step", None),
-            "graphed": getattr(env, "_graph", None) is not None, "graph_syncs": GRAPH_SYNCS}
+            "graphed": getattr(env, "_graph", None) is not None, "graph_syncs": GRAPH_SYNCS,
+            "graph_step": getattr(env, "graph_step", None)}
 
 
 CASES = {

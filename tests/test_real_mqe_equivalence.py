@@ -27,7 +27,8 @@ def trace(real, case, out, **env):
                           text=True, env=real_env(real, MAPUSH_PROBE_OUT=out, **env),
                           cwd=str(real["tree"].parent), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), np.load(str(out))
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]), stderr=proc.stderr), \
+        np.load(str(out))
 
 
 @pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder", "trace_upper"])
@@ -57,6 +58,22 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
     assert graphed["graph_syncs"] == {}
+    assert_same_trace(ours, upstream)
+
+
+def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, device_only,
+                                                                  tmp_path):
+    """A capture that fails (a host sync in the captured code, as torch 1.13's
+    repeat_interleave made one) leaves the step eager from then on, with one line, and the
+    same results; it does not stop the run."""
+    refused, ours = trace(real_mqe, "trace_cuboid", tmp_path / "refused.npz",
+                          MAPUSH_PROBE_GRAPH="refuse")
+    _, upstream = trace(device_only, "trace_cuboid", tmp_path / "upstream.npz")
+    assert refused["graphed"] is False and refused["graph_step"] is False
+    lines = [l for l in refused["stderr"].splitlines() if "CUDA graph" in l]
+    assert lines == ["mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
+                     "the capture failed: called a synchronizing CUDA operation (refused by "
+                     "the test)"], refused["stderr"][-2000:]
     assert_same_trace(ours, upstream)
 
 
