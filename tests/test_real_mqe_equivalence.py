@@ -22,6 +22,16 @@ PROBE = REPO / "tests" / "real_mqe_probe.py"
 ENVS = 4
 
 
+UPSTREAM = {}  # case -> upstream's trace, made once per session (each takes tens of seconds)
+
+
+def upstream_trace(device_only, case, tmp_path_factory):
+    if case not in UPSTREAM:
+        UPSTREAM[case] = trace(device_only, case,
+                               tmp_path_factory.mktemp("upstream") / "upstream.npz")[1]
+    return UPSTREAM[case]
+
+
 def trace(real, case, out, **env):
     proc = subprocess.run([sys.executable, str(PROBE), case, str(ENVS)], capture_output=True,
                           text=True, env=real_env(real, MAPUSH_PROBE_OUT=out, **env),
@@ -32,10 +42,11 @@ def trace(real, case, out, **env):
 
 
 @pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder", "trace_upper"])
-def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path, case):
+def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
+                                            tmp_path_factory, case):
     fast, ours = trace(real_mqe, case, tmp_path / "fast.npz")
     off, switched_off = trace(real_mqe, case, tmp_path / "off.npz", MAPUSH_PROBE_FAST_STEP=0)
-    _, upstream = trace(device_only, case, tmp_path / "upstream.npz")
+    upstream = upstream_trace(device_only, case, tmp_path_factory)
     if case != "trace_upper":  # the mid wrapper carries the switch
         assert fast["fast_step"] is True and off["fast_step"] is False
         assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
@@ -45,7 +56,8 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path, cas
 
 
 @pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder"])
-def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_path, case):
+def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_path,
+                                                      tmp_path_factory, case):
     """patches/mapush/07 replays the mid wrapper's step as a CUDA graph, which reads its
     inputs from the tensors it was captured with. On the CPU the capture is emulated
     (tests/real_mqe_probe.py: emulated_capture): a replay re-runs the code over the
@@ -53,7 +65,7 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     stale, as it would be in a graph. benchmarks/mqe_step.py --equivalence checks the real
     graph on a GPU."""
     graphed, ours = trace(real_mqe, case, tmp_path / "graphed.npz", MAPUSH_PROBE_GRAPH="emulate")
-    _, upstream = trace(device_only, case, tmp_path / "upstream.npz")
+    upstream = upstream_trace(device_only, case, tmp_path_factory)
     assert graphed["graphed"] is True and graphed["resets"] > 0
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
@@ -62,13 +74,13 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
 
 
 def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, device_only,
-                                                                  tmp_path):
+                                                                  tmp_path, tmp_path_factory):
     """A capture that fails (a host sync in the captured code, as torch 1.13's
     repeat_interleave made one) leaves the step eager from then on, with one line, and the
     same results; it does not stop the run."""
     refused, ours = trace(real_mqe, "trace_cuboid", tmp_path / "refused.npz",
                           MAPUSH_PROBE_GRAPH="refuse")
-    _, upstream = trace(device_only, "trace_cuboid", tmp_path / "upstream.npz")
+    upstream = upstream_trace(device_only, "trace_cuboid", tmp_path_factory)
     assert refused["graphed"] is False and refused["graph_step"] is False
     lines = [l for l in refused["stderr"].splitlines() if "CUDA graph" in l]
     assert lines == ["mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
