@@ -97,7 +97,7 @@ def test_upper_eval_plans_with_rrt_through_the_real_wrapper(real_mqe, tmp_path):
     figures = tmp_path / "rrt"
     proc = run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example,
                        "--num-envs", NUM_ENVS, "--out", figures] + CPU,
-                      real_env(real_mqe), cwd=tmp_path, timeout=400)
+                      real_env(real_mqe), cwd=tmp_path, timeout=560)  # pytest's is 600
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = last_json(proc.stdout)
     assert result["task"] == "go1push_upper" and result["object"] == "cuboid"
