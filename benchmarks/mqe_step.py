@@ -4,12 +4,13 @@ the image applies them), in one run, on one device.
 
     python benchmarks/mqe_step.py --src MAPUSH_SRC --out DIR [--device cuda:0]
         [--sizes 200,500,4096] [--objects cuboid,cylinder] [--upper-size 500]
-        [--steps 100] [--chunks 7] [--warmup 20] [--long-steps 0]
+        [--steps 100] [--chunks 7] [--warmup 20] [--repeats 1] [--long-steps 0]
 
 Each case (variant x task x object x envs) runs in a child process of its own (two MQE
 trees cannot share one interpreter, and Isaac Gym must be imported before torch); the
-children of one size run in turn with their order alternated, so drift affects both
-variants alike. A child builds the env as ``mapush.sim.make_env`` does, warms up, then:
+children of one case run in turn with their order alternated (per case, and per repeat with
+``--repeats R``: R children per variant, their chunks pooled and each repeat's ratio kept),
+so drift affects both variants alike. A child builds the env as ``mapush.sim.make_env`` does, warms up, then:
 
 - **headline**: ``chunks`` timings of ``steps`` vector steps, synchronized before and
   after; the stand-in's ``simulate`` is timed inside (synchronized) and subtracted, so
@@ -40,45 +41,28 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "standin"
 VARIANTS = ("pristine", "patched")
+# what --equivalence compares: each step's outputs, MQE's buffers at the end (the gait clock
+# and the first-episode metrics that patch 08 computes), the summed reward terms
+EQUIVALENCE_KEYS = ("obs", "reward", "done", "init_finished_buf", "init_episode_length_buf",
+                    "collision_degree_buf", "collaboration_degree_buf", "episode_length_buf",
+                    "last_init_finished_buf", "gait_indices", "foot_indices", "clock_inputs",
+                    "terms")
 
 
 # --------------------------------------------------------------------------- child
 def _trace(case):
-    """The equivalence trace on the device: ``case["steps"]`` steps from a fixed seed and
-    seeded actions (drawn on the CPU, as tests/real_mqe_probe.py's trace draws them); each
-    step's observations, rewards and dones into ``case["trace_file"]`` (.npz).
-    ``case["graph_step"]`` False runs the patched step eagerly (patches/mapush/07 off)."""
+    """The equivalence trace on the device: tests/real_mqe_probe.py's ``case_trace`` (the
+    CPU tests' trace: seed 3, actions from a CPU generator seeded 7) for ``case["steps"]``
+    steps, into ``case["trace_file"]`` (.npz). ``case["graph_step"]`` False runs the patched
+    step eagerly (patches/mapush/07 and 08's graphs off)."""
     sys.path[:0] = [str(STANDIN), case["tree"], str(REPO)]
     os.environ["MAPUSH_ROOT"] = case["tree"]
-    from mapush import sim
+    from tests import real_mqe_probe as probe  # imports Isaac Gym (the stand-in) first
 
-    sim.import_isaacgym()
-    import numpy as np
-    import torch
-    from mapush.spec import RunSpec
-
-    spec = RunSpec(algo="ppo", task=case["task"], object=case["object"],
-                   num_envs=case["envs"], steps=1, seed=3, run_dir="unused",
-                   sim_device=case["device"], rl_device=case["device"])
-    env, _ = sim.make_env(spec)
-    if hasattr(env, "graph_step"):
-        env.graph_step = case.get("graph_step", True)
-    gen = torch.Generator().manual_seed(7)
-    agents = 1 if case["task"] == "go1push_upper" else env.num_agents
-    env.reset()
-    trace = {"obs": [], "reward": [], "done": []}
-    for _ in range(case["steps"]):
-        action = torch.rand(case["envs"], agents, env.action_space.shape[0], generator=gen) * 2 - 1
-        obs, reward, done, _info = env.step(action.to(case["device"]))
-        for key, value in (("obs", obs), ("reward", reward), ("done", done)):
-            trace[key].append(value.detach().cpu().numpy().copy())
-    out = {k: np.stack(v) for k, v in trace.items()}
-    terms = getattr(env, "reward_buffer", {})
-    out["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
-    np.savez(case["trace_file"], **out)
-    print("MQE_STEP " + json.dumps({"resets": int(out["done"].sum()),
-                                    "graphed": getattr(env, "_graph", None) is not None}),
-          flush=True)
+    result = probe.case_trace(case["envs"], case["task"], case["object"], device=case["device"],
+                              steps=case["steps"], out=case["trace_file"], fast_step=True,
+                              graph=None if case.get("graph_step", True) else "eager")
+    print("MQE_STEP " + json.dumps(result), flush=True)
     os._exit(0)
 
 
@@ -213,6 +197,11 @@ def _child(case):
         "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if cuda else None,
         "long": long_samples,
         "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
+        # patches/mapush/07's and 08's CUDA graphs, if captured (None: not in this tree)
+        "graphed": {"mid_step": getattr(env, "_graph", None) is not None
+                    if "graph_step" in vars(env) else None,
+                    "post_physics": vars(inner).get("_core_graph") is not None
+                    if "graph_step" in vars(inner) else None},
     }), flush=True)
     os._exit(0)
 
@@ -241,7 +230,19 @@ def _summary(result):
             "simulate_ms": statistics.median(c.get("simulate", 0.0) for c in head) * 1e3,
             "split_ms": parts, "syncs_per_step": result["syncs"],
             "peak_gpu_mb": result["peak_gpu_mb"], "built_s": result["built_s"],
-            "long": result["long"]}
+            "long": result["long"], "graphed": result.get("graphed")}
+
+
+def _pooled(results):
+    """The children of one variant and case (--repeats) as one: their chunks together."""
+    first = results[0]
+    syncs = {}
+    for key in {k for r in results for k in r["syncs"]}:
+        syncs[key] = statistics.median(r["syncs"].get(key, 0.0) for r in results)
+    return dict(first, headline=[c for r in results for c in r["headline"]],
+                split=[c for r in results for c in r["split"]], syncs=syncs,
+                peak_gpu_mb=max(r["peak_gpu_mb"] or 0 for r in results),
+                built_s=statistics.median(r["built_s"] for r in results))
 
 
 def _run_child(case, timeout):
@@ -282,6 +283,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--chunks", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="children per variant and case, their order alternated; the "
+                             "chunks are pooled, and each repeat's ratio is kept")
     parser.add_argument("--long-steps", type=int, default=0)
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="which trees run (default: both, alternated)")
@@ -306,33 +310,43 @@ def main(argv=None):
         cases.append(("go1push_upper", "cuboid", args.upper_size))
     rows, failures = [], []
     for k, (task, obj, envs) in enumerate(cases):
-        order = variants if k % 2 == 0 else variants[::-1]
-        found = {}
-        for variant in order:
-            case = {"tree": trees[variant], "variant": variant, "task": task, "object": obj,
-                    "envs": envs, "device": args.device, "steps": args.steps,
-                    "chunks": args.chunks, "warmup": args.warmup}
-            started = time.perf_counter()
-            result, error = _run_child(case, args.timeout)
-            print("mqe_step: %s %s %s %d envs: %s (%.0f s)"
-                  % (variant, task, obj, envs, "ok" if result else "FAILED",
-                     time.perf_counter() - started), file=sys.stderr, flush=True)
-            if result is None:
-                failures.append({"case": case, "error": error})
-                continue
-            found[variant] = dict(_summary(result), device_name=result["device_name"])
+        found, orders = {}, []
+        for r in range(args.repeats):  # the order alternates per case and per repeat
+            order = variants if (k + r) % 2 == 0 else variants[::-1]
+            orders.append(list(order))
+            for variant in order:
+                case = {"tree": trees[variant], "variant": variant, "task": task,
+                        "object": obj, "envs": envs, "device": args.device,
+                        "steps": args.steps, "chunks": args.chunks, "warmup": args.warmup}
+                started = time.perf_counter()
+                result, error = _run_child(case, args.timeout)
+                print("mqe_step: %s %s %s %d envs (repeat %d): %s (%.0f s)"
+                      % (variant, task, obj, envs, r + 1, "ok" if result else "FAILED",
+                         time.perf_counter() - started), file=sys.stderr, flush=True)
+                if result is None:
+                    failures.append({"case": case, "error": error})
+                    continue
+                found.setdefault(variant, []).append(result)
         if not found:
             continue
-        row = {"device": next(iter(found.values()))["device_name"], "task": task,
-               "object": obj, "envs": envs, "order": list(order)}
+        row = {"device": next(iter(found.values()))[0]["device_name"], "task": task,
+               "object": obj, "envs": envs, "order": orders[0], "orders": orders,
+               "repeats": args.repeats}
         for variant in VARIANTS:
             if variant in found:
-                row["%s_ms_per_step" % variant] = found[variant]["ms_per_step"]["median"]
-                row[variant] = found[variant]
-        row["peak_gpu_mb"] = max(f["peak_gpu_mb"] or 0 for f in found.values())
+                summary = dict(_summary(_pooled(found[variant])),
+                               device_name=found[variant][0]["device_name"])
+                row["%s_ms_per_step" % variant] = summary["ms_per_step"]["median"]
+                row[variant] = summary
+        row["peak_gpu_mb"] = max(row[v]["peak_gpu_mb"] or 0 for v in found)
         if "pristine" in found and "patched" in found:
             row["patched_over_pristine"] = row["patched_ms_per_step"] / \
                 row["pristine_ms_per_step"]
+            # one ratio per repeat (each child's median): how stable the ratio is
+            ratios = [_summary(b)["ms_per_step"]["median"] / _summary(a)["ms_per_step"]["median"]
+                      for a, b in zip(found["pristine"], found["patched"])]
+            row["repeat_ratios"] = ratios
+            row["repeat_ratio"] = _median_iqr(ratios)
         rows.append(row)
     equivalence = []
     if args.equivalence:
@@ -356,9 +370,12 @@ def main(argv=None):
                 continue
             row = {"object": obj, "envs": args.equivalence_envs, "steps": args.equivalence,
                    "resets": traces["patched"]["resets"],
-                   "graphed": traces["patched"]["graphed"]}
+                   "graphed": traces["patched"]["graphed"],
+                   "env_graphed": traces["patched"]["env_graphed"],
+                   "eager_graphed": traces["patched_eager"]["graphed"]
+                   or traces["patched_eager"]["env_graphed"]}
             for ref in ("pristine", "patched_eager"):
-                for key in ("obs", "reward", "done", "terms"):
+                for key in EQUIVALENCE_KEYS:
                     a = traces["patched"]["data"][key].astype(np.float64)
                     b = traces[ref]["data"][key].astype(np.float64)
                     row["max_abs_diff_%s_%s" % (key, ref)] = float(np.max(np.abs(a - b)))
@@ -368,7 +385,8 @@ def main(argv=None):
             equivalence.append(row)
             print("mqe_step: equivalence %s: %s" % (obj, json.dumps(row)), file=sys.stderr,
                   flush=True)
-            if not row["equal"] or not row["graphed"]:
+            if not row["equal"] or not row["graphed"] or not row["env_graphed"] \
+                    or row["eager_graphed"]:
                 failures.append({"case": {"variant": "equivalence", "object": obj},
                                  "error": "patched (graphed) differs from pristine or eager, "
                                           "or did not graph: %s" % json.dumps(row)})

@@ -29,9 +29,9 @@ def _recording_create_sim(self, *args, **kwargs):
 gymapi.Gym.create_sim = _recording_create_sim
 
 
-def spec(task="go1push_mid", obj="cuboid", num_envs=2, seed=1):
+def spec(task="go1push_mid", obj="cuboid", num_envs=2, seed=1, device="cpu"):
     return RunSpec(algo="ppo", task=task, object=obj, num_envs=num_envs, steps=100, seed=seed,
-                   run_dir="unused", sim_device="cpu", rl_device="cpu")
+                   run_dir="unused", sim_device=device, rl_device=device)
 
 
 def tensors_of(*objects):
@@ -120,14 +120,17 @@ HOST_SYNCS = ("aten::_local_scalar_dense", "aten::nonzero")
 GRAPH_SYNCS = {}
 
 
-def emulated_capture(wrapper, fn):
-    """patches/mapush/07's ``_capture`` on the CPU, where CUDA graphs do not exist: fn runs
-    once, and each replay runs it again over the attribute bindings of the wrapper and of
-    MQE's env as they were at the capture, then writes its outputs into the first ones. A
-    graph reads the tensors it was captured with: a tensor MQE rebinds after the capture is
-    stale in the graph, and is stale here too; one updated in place is fresh in both."""
-    frozen = [(obj, dict(vars(obj))) for obj in (wrapper, wrapper.env)]
+def emulated_capture(owner, fn, restore=None):
+    """The ``_capture`` of patches/mapush/07 (the mid wrapper's) and 08 (MQE's env's) on the
+    CPU, where CUDA graphs do not exist: fn runs once (then ``restore``, as after a real
+    capture), and each replay runs it again over the attribute bindings of the owner (and of
+    the env it wraps) as they were at the capture, then writes its outputs into the first
+    ones. A graph reads the tensors it was captured with: a tensor rebound after the capture
+    is stale in the graph, and is stale here too; one updated in place is fresh in both."""
+    frozen = [(obj, dict(vars(obj))) for obj in (owner, vars(owner).get("env")) if obj is not None]
     out = fn()
+    if restore is not None:
+        restore()
 
     def replay():
         from torch.profiler import ProfilerActivity, profile
@@ -152,54 +155,72 @@ def emulated_capture(wrapper, fn):
     return replay, out
 
 
-def refused_capture(wrapper, fn):
+def refused_capture(owner, fn, restore=None):
     """A capture that fails as a host sync makes it fail, after one call of fn."""
     fn()
+    if restore is not None:
+        restore()
     raise RuntimeError("called a synchronizing CUDA operation (refused by the test)")
 
 
-def case_trace(n, task, obj):
-    """300 steps from the same seed and seeded random actions; each step's observations,
-    rewards and dones, and at the end the first-episode buffers and the reward terms,
-    into the .npz file MAPUSH_PROBE_OUT names."""
+def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, graph=None):
+    """``steps`` steps from the same seed and seeded random actions (drawn on the CPU); each
+    step's observations, rewards and dones, and at the end the first-episode buffers, the
+    gait clock and the reward terms, into the .npz file ``out`` (MAPUSH_PROBE_OUT).
+    ``fast_step`` False (MAPUSH_PROBE_FAST_STEP=0) runs upstream's step; ``graph`` (on the
+    CPU, MAPUSH_PROBE_GRAPH) "emulate" or "refuse" stands in for the CUDA graphs' capture,
+    "eager" (on a GPU too) turns them off. benchmarks/mqe_step.py --equivalence runs this
+    on a GPU."""
     import os
 
     import numpy as np
 
-    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3),
-                          fast_step=os.environ.get("MAPUSH_PROBE_FAST_STEP") != "0")
-    if os.environ.get("MAPUSH_PROBE_GRAPH") == "emulate":  # patches/mapush/07 on the CPU
-        type(env)._capture = emulated_capture
-        env.graph_step = True
-    if os.environ.get("MAPUSH_PROBE_GRAPH") == "refuse":  # a capture that fails
-        type(env)._capture = refused_capture
-        env.graph_step = True
+    out = out or os.environ["MAPUSH_PROBE_OUT"]
+    if fast_step is None:
+        fast_step = os.environ.get("MAPUSH_PROBE_FAST_STEP") != "0"
+    graph = graph or os.environ.get("MAPUSH_PROBE_GRAPH")
+    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3, device=device),
+                          fast_step=fast_step)
+    if graph in ("emulate", "refuse", "eager"):  # patches/mapush/07 and 08
+        for layer in (env, env.env):
+            if "graph_step" in vars(layer):
+                if graph != "eager":
+                    type(layer)._capture = emulated_capture if graph == "emulate" else \
+                        refused_capture
+                layer.graph_step = graph != "eager"
     gen = torch.Generator().manual_seed(7)
     agents = 1 if task == "go1push_upper" else env.num_agents
     obs = env.reset()
     trace = {"obs": [], "reward": [], "done": []}
     forced = 0
-    for step in range(300):
+    for step in range(steps):
         if task == "go1push_upper" and step == 150:  # its episode is 8,000 steps: reset here
             obs = env.reset()
             forced += 1
         action = torch.rand(n, agents, env.action_space.shape[0], generator=gen) * 2 - 1
-        obs, reward, done, _info = env.step(action)
+        obs, reward, done, _info = env.step(action.to(device))
         trace["obs"].append(obs.detach().cpu().numpy().copy())
         trace["reward"].append(reward.detach().cpu().numpy().copy())
         trace["done"].append(done.detach().cpu().numpy().copy())
     inner = env.env
-    out = {k: np.stack(v) for k, v in trace.items()}
-    for name in ("init_finished_buf", "init_episode_length_buf", "collision_degree_buf",
-                 "collaboration_degree_buf", "episode_length_buf"):
-        out[name] = getattr(inner, name).detach().cpu().numpy()
+    result = {k: np.stack(v) for k, v in trace.items()}
+    for name in TRACED_BUFFERS:
+        result[name] = getattr(inner, name).detach().cpu().numpy()
     terms = getattr(env, "reward_buffer", {})
-    out["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
-    np.savez(os.environ["MAPUSH_PROBE_OUT"], **out)
-    return {"steps": 300, "resets": int(out["done"].sum()) + forced, "terms": sorted(terms),
+    result["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
+    np.savez(out, **result)
+    return {"steps": steps, "resets": int(result["done"].sum()) + forced, "terms": sorted(terms),
             "fast_step": getattr(env, "fast_step", None),
             "graphed": getattr(env, "_graph", None) is not None, "graph_syncs": GRAPH_SYNCS,
-            "graph_step": getattr(env, "graph_step", None)}
+            "graph_step": getattr(env, "graph_step", None),
+            "env_graphed": vars(inner).get("_core_graph") is not None,
+            "env_graph_step": vars(inner).get("graph_step")}
+
+
+# MQE's buffers that a trace keeps at its end, beside each step's obs, reward and done
+TRACED_BUFFERS = ("init_finished_buf", "init_episode_length_buf", "collision_degree_buf",
+                  "collaboration_degree_buf", "episode_length_buf", "last_init_finished_buf",
+                  "gait_indices", "foot_indices", "clock_inputs")
 
 
 CASES = {

@@ -50,6 +50,7 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
     if case != "trace_upper":  # the mid wrapper carries the switch
         assert fast["fast_step"] is True and off["fast_step"] is False
         assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
+    assert fast["env_graphed"] is False and fast["env_graph_step"] is False  # 08's, likewise
     assert fast["resets"] > 0  # the 300 steps cross episode ends
     for reference in (upstream, switched_off):
         assert_same_trace(ours, reference)
@@ -67,6 +68,7 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     graphed, ours = trace(real_mqe, case, tmp_path / "graphed.npz", MAPUSH_PROBE_GRAPH="emulate")
     upstream = upstream_trace(device_only, case, tmp_path_factory)
     assert graphed["graphed"] is True and graphed["resets"] > 0
+    assert graphed["env_graphed"] is True  # 08: MQE's post_physics_step, likewise
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
     assert graphed["graph_syncs"] == {}
@@ -82,8 +84,12 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
                           MAPUSH_PROBE_GRAPH="refuse")
     upstream = upstream_trace(device_only, "trace_cuboid", tmp_path_factory)
     assert refused["graphed"] is False and refused["graph_step"] is False
+    assert refused["env_graphed"] is False and refused["env_graph_step"] is False
     lines = [l for l in refused["stderr"].splitlines() if "CUDA graph" in l]
-    assert lines == ["mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
+    assert lines == ["mapush: MQE's post_physics_step runs without its CUDA graph "
+                     "(patches/mapush/08): the capture failed: called a synchronizing CUDA "
+                     "operation (refused by the test)",
+                     "mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
                      "the capture failed: called a synchronizing CUDA operation (refused by "
                      "the test)"], refused["stderr"][-2000:]
     assert_same_trace(ours, upstream)
@@ -92,7 +98,8 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
 def assert_same_trace(ours, reference):
     for name in ("obs", "reward", "done", "init_finished_buf", "init_episode_length_buf",
                  "collision_degree_buf", "collaboration_degree_buf",
-                 "episode_length_buf"):
+                 "episode_length_buf", "last_init_finished_buf", "gait_indices",
+                 "foot_indices", "clock_inputs"):
         np.testing.assert_allclose(ours[name].astype(np.float64),
                                    reference[name].astype(np.float64),
                                    rtol=1e-5, atol=1e-6, err_msg=name)
