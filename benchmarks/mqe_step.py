@@ -8,9 +8,10 @@ the image applies them), in one run, on one device.
 
 Each case (variant x task x object x envs) runs in a child process of its own (two MQE
 trees cannot share one interpreter, and Isaac Gym must be imported before torch); the
-children of one case run in turn with their order alternated (per case, and per repeat with
-``--repeats R``: R children per variant, their chunks pooled and each repeat's ratio kept),
-so drift affects both variants alike. A child builds the env as ``mapush.sim.make_env`` does, warms up, then:
+children of one case run in turn with their order alternated (per case, and per repeat
+with ``--repeats R``: R children per variant, their chunks pooled and each repeat's ratio
+kept), so drift affects both variants alike. A child builds the env as
+``mapush.sim.make_env`` does, warms up, then:
 
 - **headline**: ``chunks`` timings of ``steps`` vector steps, synchronized before and
   after; the stand-in's ``simulate`` is timed inside (synchronized) and subtracted, so
@@ -43,10 +44,10 @@ STANDIN = REPO / "tests" / "standin"
 VARIANTS = ("pristine", "patched")
 # what --equivalence compares: each step's outputs, MQE's buffers at the end (the gait clock
 # and the first-episode metrics that patch 08 computes), the summed reward terms
-EQUIVALENCE_KEYS = ("obs", "reward", "done", "init_finished_buf", "init_episode_length_buf",
-                    "collision_degree_buf", "collaboration_degree_buf", "episode_length_buf",
-                    "last_init_finished_buf", "gait_indices", "foot_indices", "clock_inputs",
-                    "terms")
+EQUIVALENCE_KEYS = ("obs", "reward", "done", "finished", "init_finished_buf", "init_reset_buf",
+                    "init_episode_length_buf", "collision_degree_buf",
+                    "collaboration_degree_buf", "episode_length_buf", "last_init_finished_buf",
+                    "gait_indices", "foot_indices", "clock_inputs", "terms")
 
 
 # --------------------------------------------------------------------------- child

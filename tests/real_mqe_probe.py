@@ -191,17 +191,23 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
     gen = torch.Generator().manual_seed(7)
     agents = 1 if task == "go1push_upper" else env.num_agents
     obs = env.reset()
-    trace = {"obs": [], "reward": [], "done": []}
+    trace = {"obs": [], "reward": [], "done": [], "finished": []}
     forced = 0
     for step in range(steps):
         if task == "go1push_upper" and step == 150:  # its episode is 8,000 steps: reset here
             obs = env.reset()
             forced += 1
+        if task == "go1push_mid" and step in SUCCESS_STEPS:  # a success for env 0
+            box_onto_target(env.env, 0)
+        if task == "go1push_mid" and step == REBIND_STEP:
+            for name in REBOUND:  # as code outside MQE's step might: new tensors, same values
+                setattr(env.env, name, getattr(env.env, name).clone())
         action = torch.rand(n, agents, env.action_space.shape[0], generator=gen) * 2 - 1
         obs, reward, done, _info = env.step(action.to(device))
         trace["obs"].append(obs.detach().cpu().numpy().copy())
         trace["reward"].append(reward.detach().cpu().numpy().copy())
         trace["done"].append(done.detach().cpu().numpy().copy())
+        trace["finished"].append(env.env.finished_buf.detach().cpu().numpy().copy())
     inner = env.env
     result = {k: np.stack(v) for k, v in trace.items()}
     for name in TRACED_BUFFERS:
@@ -210,6 +216,7 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
     result["terms"] = np.array([float(terms[k]) for k in sorted(terms)], dtype=np.float64)
     np.savez(out, **result)
     return {"steps": steps, "resets": int(result["done"].sum()) + forced, "terms": sorted(terms),
+            "successes": int(result["finished"].sum()),
             "fast_step": getattr(env, "fast_step", None),
             "graphed": getattr(env, "_graph", None) is not None, "graph_syncs": GRAPH_SYNCS,
             "graph_step": getattr(env, "graph_step", None),
@@ -217,10 +224,36 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
             "env_graph_step": vars(inner).get("graph_step")}
 
 
+# the steps before which a trace puts env 0's box onto its target: no box is ever pushed over
+# the stand-in (no contact), so without this no episode would succeed, and the code that
+# follows a success (finished_buf, init_finished_buf, last_init_finished_buf,
+# init_episode_length_buf) would never run
+SUCCESS_STEPS = (40, 170)
+
+
+def box_onto_target(inner, i):
+    """Env i's box, in the physics' own state, onto its target (position and heading): the
+    next step's refresh shows it there, and MQE finds the episode finished."""
+    world = SIMS[-1]
+    npcs = inner.npc_indices[i].long().tolist()
+    box, target = npcs[0], npcs[1]
+    world.root[box, 0:2] = world.root[target, 0:2]
+    world.root[box, 3:7] = world.root[target, 3:7]
+    world.root[box, 7:13] = 0.0
+
+
+# the step before which a trace rebinds three of MQE's buffers that post_physics_step updates
+# in place (to clones): patch 08's graph updates the tensors it was captured with, so it must
+# copy a rebound one back into its own (nothing in MAPush at the pin rebinds them; a caller
+# could)
+REBIND_STEP = 60
+REBOUND = ("init_reset_buf", "init_finished_buf", "rew_buf")
+
+
 # MQE's buffers that a trace keeps at its end, beside each step's obs, reward and done
-TRACED_BUFFERS = ("init_finished_buf", "init_episode_length_buf", "collision_degree_buf",
-                  "collaboration_degree_buf", "episode_length_buf", "last_init_finished_buf",
-                  "gait_indices", "foot_indices", "clock_inputs")
+TRACED_BUFFERS = ("init_finished_buf", "init_reset_buf", "init_episode_length_buf",
+                  "collision_degree_buf", "collaboration_degree_buf", "episode_length_buf",
+                  "last_init_finished_buf", "gait_indices", "foot_indices", "clock_inputs")
 
 
 CASES = {

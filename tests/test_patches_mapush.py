@@ -33,6 +33,8 @@ UPPER = "mqe/envs/wrappers/go1_push_upper_wrapper.py"
 TRAJECTORY = "mqe/envs/wrappers/utils/trajectory.py"
 RRT = "mqe/envs/wrappers/utils/rrt.py"
 FIELD = "mqe/envs/field/legged_robot_field.py"
+LEGGED = "mqe/envs/base/legged_robot.py"
+GO1 = "mqe/envs/go1/go1.py"
 
 
 def test_patches_touch_only_pinned_mapush_files():
@@ -40,7 +42,7 @@ def test_patches_touch_only_pinned_mapush_files():
     for patch in (REPO / "patches" / "mapush").glob("*.patch"):
         touched.update(line[len("+++ b/"):].split("\t")[0].strip()
                        for line in patch.read_text().splitlines() if line.startswith("+++ "))
-    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT, FIELD}
+    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT, FIELD, LEGGED, GO1}
     assert touched <= set(PINS)
 
 
@@ -289,18 +291,20 @@ def test_obstacle_collision_degree_counts_the_obstacle_slots(trees):
     npcs[1, 4, :2] = torch.tensor([1.5, 0.0])   # env 1: obstacle 2 at 1.5 (< 1.8, > 1.0)
     npcs[2, 3, :2] = torch.tensor([0.5, 0.0])   # env 2: obstacle 1 at 0.5, episode over
     npcs[3, 3, :2] = torch.tensor([2.0, 0.0])   # env 3: obstacle 1 at 2.0 (> 1.8)
-    this = SimpleNamespace(
-        num_envs=4, num_npcs=5, num_obs=2, device="cpu", root_states_npc=npcs.reshape(-1, 13),
-        init_reset_buf=torch.tensor([False, False, True, False]),
-        collision_degree_buf=torch.zeros(4), obstacle_collision_degree_buf=torch.zeros(4),
-        cfg=SimpleNamespace(goal=SimpleNamespace(),
-                            test_metrics=SimpleNamespace(collision_threshold=1.8)))
-    box_pos = npcs[:, 0, :2]
-    obs_pos = npcs[:, 2:2 + this.num_obs, :2]
-    run_statement(counted[0], {"self": this, "torch": torch, "box_pos": box_pos,
-                               "obs_pos": obs_pos})
-    assert this.collision_degree_buf.tolist() == [1.0, 0.0, 0.0, 0.0]  # upstream's, as it was
-    assert this.obstacle_collision_degree_buf.tolist() == [0.0, 1.0, 0.0, 0.0]
+    for fast_step in (False, True):  # upstream's masked += 1, and patch 08's += of the mask
+        this = SimpleNamespace(
+            num_envs=4, num_npcs=5, num_obs=2, device="cpu", fast_step=fast_step,
+            root_states_npc=npcs.reshape(-1, 13),
+            init_reset_buf=torch.tensor([False, False, True, False]),
+            collision_degree_buf=torch.zeros(4), obstacle_collision_degree_buf=torch.zeros(4),
+            cfg=SimpleNamespace(goal=SimpleNamespace(),
+                                test_metrics=SimpleNamespace(collision_threshold=1.8)))
+        box_pos = npcs[:, 0, :2]
+        obs_pos = npcs[:, 2:2 + this.num_obs, :2]
+        run_statement(counted[0], {"self": this, "torch": torch, "box_pos": box_pos,
+                                   "obs_pos": obs_pos})
+        assert this.collision_degree_buf.tolist() == [1.0, 0.0, 0.0, 0.0]  # upstream's
+        assert this.obstacle_collision_degree_buf.tolist() == [0.0, 1.0, 0.0, 0.0]
     init = function(patched / FIELD, "__init__", "LeggedRobotField")
     (buf,) = statements(init, lambda n: target_is(n, "self.obstacle_collision_degree_buf"))
     run_statement(buf, {"self": this, "torch": torch})

@@ -2,6 +2,8 @@
 same actions, real MQE patched as the image patches it gives the observations, rewards,
 dones and first-episode buffers of upstream's code, for 300 steps across resets, on the
 cuboid, the cylinder and the high level; the logged reward terms agree to float rounding.
+The traces put env 0's box onto its target twice (tests/real_mqe_probe.py: SUCCESS_STEPS),
+so that the code after a success runs too: over the stand-in no box is ever pushed.
 
 Upstream's code is run twice: as upstream ships it with only the device patches 01-03
 (pristine MQE makes tensors on "cuda" and cannot run on a CPU pipeline at all), and as the
@@ -52,6 +54,8 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
         assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
     assert fast["env_graphed"] is False and fast["env_graph_step"] is False  # 08's, likewise
     assert fast["resets"] > 0  # the 300 steps cross episode ends
+    if case != "trace_upper":  # and successes (real_mqe_probe.SUCCESS_STEPS)
+        assert fast["successes"] > 0
     for reference in (upstream, switched_off):
         assert_same_trace(ours, reference)
 
@@ -67,7 +71,7 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     graph on a GPU."""
     graphed, ours = trace(real_mqe, case, tmp_path / "graphed.npz", MAPUSH_PROBE_GRAPH="emulate")
     upstream = upstream_trace(device_only, case, tmp_path_factory)
-    assert graphed["graphed"] is True and graphed["resets"] > 0
+    assert graphed["graphed"] is True and graphed["resets"] > 0 and graphed["successes"] > 0
     assert graphed["env_graphed"] is True  # 08: MQE's post_physics_step, likewise
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
@@ -96,7 +100,8 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
 
 
 def assert_same_trace(ours, reference):
-    for name in ("obs", "reward", "done", "init_finished_buf", "init_episode_length_buf",
+    for name in ("obs", "reward", "done", "finished", "init_finished_buf",
+                 "init_reset_buf", "init_episode_length_buf",
                  "collision_degree_buf", "collaboration_degree_buf",
                  "episode_length_buf", "last_init_finished_buf", "gait_indices",
                  "foot_indices", "clock_inputs"):
