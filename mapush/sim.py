@@ -209,10 +209,8 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
     env, env_cfg = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
         spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))
     if not fast_step:  # the mid wrapper (patches/mapush/06, 07) and MQE's env (08)
-        layer = env
-        while layer is not None:
-            if "fast_step" in vars(layer):
+        for layer in (env, getattr(env, "env", None)):
+            if "fast_step" in getattr(layer, "__dict__", {}):
                 layer.fast_step = False
-            layer = vars(layer).get("env")
         print("mapush: mqe_fast_step is false: MQE's mid step as upstream ships it", file=sys.stderr)
     return env, env_cfg
