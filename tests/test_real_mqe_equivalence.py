@@ -53,6 +53,7 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
         assert fast["fast_step"] is True and off["fast_step"] is False
         assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
     assert fast["env_graphed"] is False and fast["env_graph_step"] is False  # 08's, likewise
+    assert fast["env_fast_step"] is True and off["env_fast_step"] is False  # 08 has the switch
     assert fast["resets"] > 0  # the 300 steps cross episode ends
     if case != "trace_upper":  # and successes (real_mqe_probe.SUCCESS_STEPS)
         assert fast["successes"] > 0
