@@ -196,6 +196,8 @@ def _child(case):
         "graphed": {"mid_step": getattr(env, "_graph", None) is not None
                     if "graph_step" in vars(env) else None,
                     "post_physics": vars(inner).get("_core_graph") is not None
+                    if "graph_step" in vars(inner) else None,
+                    "control": vars(inner).get("_torques_graph") is not None  # 09's
                     if "graph_step" in vars(inner) else None},
     }), flush=True)
     os._exit(0)

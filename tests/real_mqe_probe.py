@@ -222,6 +222,7 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
             "graphed": getattr(env, "_graph", None) is not None, "graph_syncs": GRAPH_SYNCS,
             "graph_step": getattr(env, "graph_step", None),
             "env_graphed": vars(inner).get("_core_graph") is not None,
+            "env_torques_graphed": vars(inner).get("_torques_graph") is not None,  # 09's
             "env_graph_step": vars(inner).get("graph_step")}
 
 

@@ -53,6 +53,7 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
         assert fast["fast_step"] is True and off["fast_step"] is False
         assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
     assert fast["env_graphed"] is False and fast["env_graph_step"] is False  # 08's, likewise
+    assert fast["env_torques_graphed"] is False  # and 09's
     assert fast["env_fast_step"] is True and off["env_fast_step"] is False  # 08 has the switch
     assert fast["resets"] > 0  # the 300 steps cross episode ends
     if case != "trace_upper":  # and successes (real_mqe_probe.SUCCESS_STEPS)
@@ -74,6 +75,7 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     upstream = upstream_trace(device_only, case, tmp_path_factory)
     assert graphed["graphed"] is True and graphed["resets"] > 0 and graphed["successes"] > 0
     assert graphed["env_graphed"] is True  # 08: MQE's post_physics_step, likewise
+    assert graphed["env_torques_graphed"] is True  # 09: its actuator control, likewise
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
     assert graphed["graph_syncs"] == {}
@@ -91,9 +93,10 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
     assert refused["graphed"] is False and refused["graph_step"] is False
     assert refused["env_graphed"] is False and refused["env_graph_step"] is False
     lines = [l for l in refused["stderr"].splitlines() if "CUDA graph" in l]
-    assert lines == ["mapush: MQE's post_physics_step runs without its CUDA graph "
-                     "(patches/mapush/08): the capture failed: called a synchronizing CUDA "
-                     "operation (refused by the test)",
+    assert refused["env_torques_graphed"] is False
+    assert lines == ["mapush: MQE's step runs without its CUDA graphs (patches/mapush/08, 09): "
+                     "capturing its post_physics_step (patches/mapush/08) failed: called a "
+                     "synchronizing CUDA operation (refused by the test)",
                      "mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
                      "the capture failed: called a synchronizing CUDA operation (refused by "
                      "the test)"], refused["stderr"][-2000:]
