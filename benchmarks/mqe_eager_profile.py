@@ -110,7 +110,8 @@ def _child(case):
         "resets_per_step": resets / float(n), "split": split,
         "syncs_by_stack_per_step": {k: v / float(n) for k, v in where.most_common(40)},
         "top_self_cpu_ms_per_step": {k: v / 1e3 / n for k, v in ops.most_common(40)},
-        "graphed": {k: vars(inner).get(k) is not None for k in ("_core_graph", "_torques_graph")},
+        "graphed": {k: vars(inner).get(k) is not None
+                    for k in ("_core_graph", "_torques_graph")},  # patches 08 and 09
     }), flush=True)
     os._exit(0)
 

@@ -49,7 +49,7 @@ def _trace(case):
     """The equivalence trace on the device: tests/real_mqe_probe.py's ``case_trace`` (the
     CPU tests' trace: seed 3, actions from a CPU generator seeded 7) for ``case["steps"]``
     steps, into ``case["trace_file"]`` (.npz). ``case["graph_step"]`` False runs the patched
-    step eagerly (patches/mapush/07 and 08's graphs off)."""
+    step eagerly (patches/mapush/07, 08 and 09's graphs off)."""
     sys.path[:0] = [str(STANDIN), case["tree"], str(REPO)]
     os.environ["MAPUSH_ROOT"] = case["tree"]
     from tests import real_mqe_probe as probe  # imports Isaac Gym (the stand-in) first
@@ -192,7 +192,7 @@ def _child(case):
         "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2 ** 20 if cuda else None,
         "long": long_samples,
         "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
-        # patches/mapush/07's and 08's CUDA graphs, if captured (None: not in this tree)
+        # patches/mapush/07's, 08's and 09's CUDA graphs, if captured (None: not in this tree)
         "graphed": {"mid_step": getattr(env, "_graph", None) is not None
                     if "graph_step" in vars(env) else None,
                     "post_physics": vars(inner).get("_core_graph") is not None
@@ -369,8 +369,10 @@ def main(argv=None):
                    "resets": traces["patched"]["resets"],
                    "graphed": traces["patched"]["graphed"],
                    "env_graphed": traces["patched"]["env_graphed"],
+                   "env_torques_graphed": traces["patched"].get("env_torques_graphed"),
                    "eager_graphed": traces["patched_eager"]["graphed"]
-                   or traces["patched_eager"]["env_graphed"]}
+                   or traces["patched_eager"]["env_graphed"]
+                   or bool(traces["patched_eager"].get("env_torques_graphed"))}
             for ref in ("pristine", "patched_eager"):
                 # every array the trace holds (tests/real_mqe_probe.py: case_trace)
                 for key in traces["patched"]["data"].files:

@@ -181,7 +181,7 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
     graph = graph or os.environ.get("MAPUSH_PROBE_GRAPH")
     env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3, device=device),
                           fast_step=fast_step)
-    if graph in ("emulate", "refuse", "eager"):  # patches/mapush/07 and 08
+    if graph in ("emulate", "refuse", "eager"):  # patches/mapush/07, 08 and 09
         for layer in (env, env.env):
             if "graph_step" in vars(layer):
                 if graph != "eager":
