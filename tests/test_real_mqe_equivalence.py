@@ -62,19 +62,24 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
         assert_same_trace(ours, reference)
 
 
-@pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder"])
+@pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder", "trace_upper"])
 def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_path,
                                                       tmp_path_factory, case):
-    """patches/mapush/07 replays the mid wrapper's step as a CUDA graph, which reads its
-    inputs from the tensors it was captured with. On the CPU the capture is emulated
+    """patches/mapush/07 replays the mid wrapper's step as a CUDA graph, 08 the middle of
+    MQE's post_physics_step and 09 its actuator control; each reads its inputs from the
+    tensors it was captured with. On the CPU the capture is emulated
     (tests/real_mqe_probe.py: emulated_capture): a replay re-runs the code over the
-    bindings the capture saw, so an input MQE rebinds and the patch fails to copy in is
-    stale, as it would be in a graph. benchmarks/mqe_step.py --equivalence checks the real
-    graph on a GPU."""
+    bindings the capture saw, so an input that is rebound and that the patch fails to copy
+    in is stale, as it would be in a graph. The high level gets 09's graph only (it receives
+    its goals: 08 stays eager; it has no mid wrapper). benchmarks/mqe_step.py --equivalence
+    checks the real graphs on a GPU."""
     graphed, ours = trace(real_mqe, case, tmp_path / "graphed.npz", MAPUSH_PROBE_GRAPH="emulate")
     upstream = upstream_trace(device_only, case, tmp_path_factory)
-    assert graphed["graphed"] is True and graphed["resets"] > 0 and graphed["successes"] > 0
-    assert graphed["env_graphed"] is True  # 08: MQE's post_physics_step, likewise
+    mid = case != "trace_upper"
+    assert graphed["resets"] > 0
+    assert graphed["successes"] > 0 or not mid  # the high level's trace puts no box on target
+    assert graphed["graphed"] is mid  # 07: the mid wrapper's step
+    assert graphed["env_graphed"] is mid  # 08: MQE's post_physics_step, likewise
     assert graphed["env_torques_graphed"] is True  # 09: its actuator control, likewise
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
