@@ -191,7 +191,9 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
     gen = torch.Generator().manual_seed(7)
     agents = 1 if task == "go1push_upper" else env.num_agents
     obs = env.reset()
-    trace = {"obs": [], "reward": [], "done": [], "finished": []}
+    # dof_pos: the joints, what the actuator control (patches/mapush/09) moves; over the
+    # stand-in the bodies' roots do not follow the joints, so obs and rewards alone miss it
+    trace = {"obs": [], "reward": [], "done": [], "finished": [], "dof_pos": []}
     forced = 0
     for step in range(steps):
         if task == "go1push_upper" and step == 150:  # its episode is 8,000 steps: reset here
@@ -208,6 +210,7 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
         trace["reward"].append(reward.detach().cpu().numpy().copy())
         trace["done"].append(done.detach().cpu().numpy().copy())
         trace["finished"].append(env.env.finished_buf.detach().cpu().numpy().copy())
+        trace["dof_pos"].append(env.env.dof_pos.detach().cpu().numpy().copy())
     inner = env.env
     result = {k: np.stack(v) for k, v in trace.items()}
     for name in TRACED_BUFFERS:

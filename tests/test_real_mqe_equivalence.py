@@ -112,7 +112,7 @@ def assert_same_trace(ours, reference):
     # every array the probe traced: each step's obs, reward, done and MQE's finished_buf, and
     # MQE's buffers at the end (tests/real_mqe_probe.py: TRACED_BUFFERS); the terms below
     assert sorted(ours.files) == sorted(reference.files)
-    assert {"obs", "reward", "done", "finished", "gait_indices"} <= set(ours.files)
+    assert {"obs", "reward", "done", "finished", "dof_pos", "gait_indices"} <= set(ours.files)
     for name in (n for n in reference.files if n != "terms"):
         np.testing.assert_allclose(ours[name].astype(np.float64),
                                    reference[name].astype(np.float64),
