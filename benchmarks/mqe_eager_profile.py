@@ -1,11 +1,13 @@
 """Where the eager rest of a patched MQE step goes (#35): synchronized timers around each
-method that stays eager, and the stack of each host sync, on the GPU.
+method that stays eager, and the host syncs and host-to-device copies per step, on the GPU
+(each keyed by its Python stack where the profiler records one; the device's torch recorded
+none, so the stored result has the counts only).
 
     python benchmarks/mqe_eager_profile.py --src MAPUSH_SRC --out DIR [--trees DIR]
         [--envs 500] [--objects cuboid,cylinder] [--steps 40]
 
-The patched tree (patches/mapush, as the image applies them) over the Isaac Gym stand-in,
-one child per object. Writes DIR/mqe-eager-profile.json.
+The patched tree (patches/mapush, as the image applies them; prepared by mqe_step.py) over
+the Isaac Gym stand-in, one child per object. Writes DIR/mqe-eager-profile.json.
 """
 import argparse
 import json
@@ -127,12 +129,12 @@ def main():
     parser.add_argument("--objects", default="cuboid,cylinder")
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import mqe_step
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tree = Path(args.trees or out) / "trees" / "patched"
-    if not tree.exists():
-        subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), args.src, str(tree)],
-                       check=True, stdout=subprocess.DEVNULL)
+    tree = mqe_step._prepare(args.src, Path(args.trees) if args.trees else out)["patched"]
     rows = []
     for obj in args.objects.split(","):
         case = {"tree": str(tree), "object": obj, "envs": args.envs, "steps": args.steps}

@@ -369,10 +369,10 @@ def main(argv=None):
                    "resets": traces["patched"]["resets"],
                    "graphed": traces["patched"]["graphed"],
                    "env_graphed": traces["patched"]["env_graphed"],
-                   "env_torques_graphed": traces["patched"].get("env_torques_graphed"),
+                   "env_torques_graphed": traces["patched"]["env_torques_graphed"],
                    "eager_graphed": traces["patched_eager"]["graphed"]
                    or traces["patched_eager"]["env_graphed"]
-                   or bool(traces["patched_eager"].get("env_torques_graphed"))}
+                   or traces["patched_eager"]["env_torques_graphed"]}
             for ref in ("pristine", "patched_eager"):
                 # every array the trace holds (tests/real_mqe_probe.py: case_trace)
                 for key in traces["patched"]["data"].files:
