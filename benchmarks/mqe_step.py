@@ -41,7 +41,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "standin"
-VARIANTS = ("pristine", "patched")
+# "eager": the patched tree with its CUDA graphs off (07-09's graph_step False): the fast
+# step's eager path, 06 and the host-sync-free code of 07-09 (--variants pristine,patched,eager)
+VARIANTS = ("pristine", "patched", "eager")
 
 
 # --------------------------------------------------------------------------- child
@@ -101,6 +103,10 @@ def _child(case):
     env, _ = sim.make_env(spec)
     built_s = time.perf_counter() - t0
     inner = env.env
+    if case["variant"] == "eager":  # the fast step without its graphs
+        for layer in (env, inner):
+            if "graph_step" in vars(layer):
+                layer.graph_step = False
     agents = 1 if case["task"] == "go1push_upper" else env.num_agents
     gen = torch.Generator(device=device).manual_seed(0)
     actions = [torch.rand(case["envs"], agents, env.action_space.shape[0], device=device,
@@ -257,13 +263,14 @@ def _run_child(case, timeout):
 
 def _prepare(src, out):
     trees = {}
-    for variant in VARIANTS:
+    for variant in ("pristine", "patched"):
         dest = out / "trees" / variant
         if not dest.exists():
             cmd = [sys.executable, str(STANDIN / "prepare_tree.py"), src, str(dest)]
             subprocess.run(cmd + (["--pristine"] if variant == "pristine" else []),
                            check=True, stdout=subprocess.DEVNULL)
         trees[variant] = str(dest)
+    trees["eager"] = trees["patched"]
     return trees
 
 
@@ -284,8 +291,9 @@ def main(argv=None):
                         help="children per variant and case, their order alternated; the "
                              "chunks are pooled, and each repeat's ratio is kept")
     parser.add_argument("--long-steps", type=int, default=0)
-    parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help="which trees run (default: both, alternated)")
+    parser.add_argument("--variants", default="pristine,patched",
+                        help="which variants run, alternated (default: pristine,patched; "
+                             "eager: the patched tree with its graphs off)")
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--equivalence", type=int, default=0, metavar="STEPS",
                         help="also trace STEPS steps of each object: patched (graphed) "
@@ -344,6 +352,8 @@ def main(argv=None):
                       for a, b in zip(found["pristine"], found["patched"])]
             row["repeat_ratios"] = ratios
             row["repeat_ratio"] = _median_iqr(ratios)
+        if "pristine" in found and "eager" in found:
+            row["eager_over_pristine"] = row["eager_ms_per_step"] / row["pristine_ms_per_step"]
         rows.append(row)
     equivalence = []
     if args.equivalence:

@@ -114,10 +114,72 @@ def case_obstacle_degree(n):
                 if hasattr(inner, "obstacle_collision_degree_buf") else None}
 
 
-# ops that read a device tensor back on the host (a stream sync, which a CUDA graph capture
-# refuses), counted in the emulated replays: .item() and boolean-mask indexing
-HOST_SYNCS = ("aten::_local_scalar_dense", "aten::nonzero")
+# What a CUDA graph's capture refuses, counted in the emulated replays (each is a stream sync
+# on CUDA, which a capture turns into an error): a device tensor read back on the host and
+# host data copied to the device. The profiler sees the aten ops that do it; inside a
+# TorchScript function (Isaac Gym's torch_utils, tests/standin) a torch.tensor of host data
+# runs outside the dispatcher, so on the CPU no op shows it: there the function's own graph
+# is read, every call, for the nodes that do it (Isaac Gym's copysign: aten::tensor).
+HOST_SYNCS = ("aten::_local_scalar_dense", "aten::nonzero")  # .item(), a boolean mask
+HOST_COPIES = ("aten::lift_fresh", "aten::scalar_tensor")  # torch.tensor(host data)
+SCRIPT_HOST_OPS = ("aten::tensor", "aten::as_tensor", "aten::item", "aten::nonzero",
+                   "aten::tolist", "aten::cpu", "aten::Float", "aten::Int", "aten::Bool")
+PYTHON_HOST_READS = ("cpu", "numpy", "tolist")  # Tensor methods: device to host, whole
 GRAPH_SYNCS = {}
+
+
+def _script_host_ops(fn):
+    """``{op: count}`` of the host transfers in a TorchScript function's graph, its callees
+    inlined (an ``aten::Float``/``Int``/``Bool`` only of a tensor: an .item())."""
+    found = {}
+    for node in fn.inlined_graph.nodes():
+        kind = node.kind()
+        if kind not in SCRIPT_HOST_OPS:
+            continue
+        if kind in ("aten::Float", "aten::Int", "aten::Bool") and not any(
+                isinstance(i.type(), torch._C.TensorType) for i in node.inputs()):
+            continue
+        found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+def host_transfers(fn):
+    """fn's result and ``{what: count}`` of what it did that a CUDA graph's capture refuses:
+    aten ops (HOST_SYNCS, HOST_COPIES), host transfers inside the TorchScript functions of
+    isaacgym.torch_utils it called (``"<function>: <op>"``), and Tensor.cpu/numpy/tolist."""
+    from isaacgym import torch_utils
+    from torch.profiler import ProfilerActivity, profile
+
+    scripted = {name: f for name, f in vars(torch_utils).items()
+                if isinstance(f, torch.jit.ScriptFunction)}
+    found = {}
+
+    def count(key, n=1):
+        found[key] = found.get(key, 0) + n
+
+    originals = {name: getattr(torch.Tensor, name) for name in PYTHON_HOST_READS}
+
+    def reading(name):
+        def method(self, *args, **kwargs):
+            count("Tensor.%s" % name)
+            return originals[name](self, *args, **kwargs)
+        return method
+
+    for name in PYTHON_HOST_READS:
+        setattr(torch.Tensor, name, reading(name))
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            result = fn()
+    finally:
+        for name, method in originals.items():
+            setattr(torch.Tensor, name, method)
+    for event in prof.events():
+        if event.name in HOST_SYNCS + HOST_COPIES:
+            count(event.name)
+        elif event.name in scripted:
+            for op, n in _script_host_ops(scripted[event.name]).items():
+                count("%s: %s" % (event.name, op), n)
+    return result, found
 
 
 def emulated_capture(owner, fn, restore=None):
@@ -126,25 +188,22 @@ def emulated_capture(owner, fn, restore=None):
     capture), and each replay runs it again over the attribute bindings of the owner (and of
     the env it wraps) as they were at the capture, then writes its outputs into the first
     ones. A graph reads the tensors it was captured with: a tensor rebound after the capture
-    is stale in the graph, and is stale here too; one updated in place is fresh in both."""
+    is stale in the graph, and is stale here too; one updated in place is fresh in both.
+    What each replay does that a capture refuses (host_transfers) goes into GRAPH_SYNCS."""
     frozen = [(obj, dict(vars(obj))) for obj in (owner, vars(owner).get("env")) if obj is not None]
     out = fn()
     if restore is not None:
         restore()
 
     def replay():
-        from torch.profiler import ProfilerActivity, profile
-
         current = [(obj, dict(vars(obj))) for obj, _ in frozen]
         for obj, bindings in frozen:
             vars(obj).clear()
             vars(obj).update(bindings)
         try:
-            with profile(activities=[ProfilerActivity.CPU]) as prof:  # what a capture forbids
-                new = fn()
-            for event in prof.events():
-                if event.name in HOST_SYNCS:
-                    GRAPH_SYNCS[event.name] = GRAPH_SYNCS.get(event.name, 0) + 1
+            new, found = host_transfers(fn)
+            for key, n in found.items():
+                GRAPH_SYNCS[key] = GRAPH_SYNCS.get(key, 0) + n
         finally:
             for obj, bindings in current:
                 vars(obj).clear()

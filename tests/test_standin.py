@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import STANDIN
+from tests.conftest import REPO, STANDIN
 
 GO1 = "resources/robots/go1/urdf/go1.urdf"
 
@@ -184,3 +184,86 @@ def test_prepare_tree_refuses_a_folder_that_is_no_mapush_checkout(tmp_path):
                           timeout=120)
     assert proc.returncode == 2 and not (tmp_path / "dest").exists()
     assert proc.stderr.startswith("error: SRC %s is not a MAPush checkout" % tmp_path)
+
+
+SCRIPTED = """
+import json
+from isaacgym import gymapi, gymtorch, torch_utils as tu
+import torch
+plain = sorted(n for n, f in vars(tu).items() if callable(f) and not n.startswith("_")
+               and not isinstance(f, torch.jit.ScriptFunction) and f.__module__ == tu.__name__)
+refused = {}
+for label, call in [("torch.device", lambda: tu.torch_rand_float(0.0, 1.0, (2, 3),
+                                                                 torch.device("cpu"))),
+                    ("copysign of a tensor", lambda: tu.copysign(torch.ones(2), torch.ones(2))),
+                    ("float64 gym tensor", lambda: gymtorch.unwrap_tensor(torch.zeros(2).double())),
+                    ("bool gym tensor", lambda: gymtorch.unwrap_tensor(torch.zeros(2).bool()))]:
+    try:
+        call()
+        refused[label] = False
+    except Exception:
+        refused[label] = True
+gym = gymapi.acquire_gym()
+sim = gym.create_sim(0, 0, gymapi.SIM_PHYSX, gymapi.SimParams())
+box = gym.create_box(sim, 1, 1, 1)
+env = gym.create_env(sim, gymapi.Vec3(), gymapi.Vec3(), 1)
+gym.create_actor(env, box, gymapi.Transform(), "box", 0, 0, 0)
+gym.prepare_sim(sim)
+root = gymtorch.wrap_tensor(gym.acquire_actor_root_state_tensor(sim))
+for label, call in [
+        ("int64 indices", lambda: gym.set_actor_root_state_tensor_indexed(
+            sim, gymtorch.unwrap_tensor(root), gymtorch.unwrap_tensor(torch.zeros(1).long()), 1)),
+        ("float16 state", lambda: gym.set_actor_root_state_tensor(
+            sim, gymapi.Tensor(root.half())))]:
+    try:
+        call()
+        refused[label] = False
+    except Exception:
+        refused[label] = True
+print(json.dumps({"plain": plain, "refused": refused,
+                  "rand": list(tu.torch_rand_float(0.0, 1.0, (2, 3), "cpu").shape)}))
+"""
+
+
+def test_torch_utils_is_torchscript_and_refuses_what_isaac_gyms_refuses():
+    """Isaac Gym compiles its torch_utils with TorchScript: only to_torch, get_axis_params
+    and unscale_np stay Python, and the compiled ones take the argument types their
+    signatures declare (torch_rand_float's device: a str, not a torch.device). gymtorch refuses
+    dtypes it cannot map, and the setters want int32 indices and float32 state."""
+    facts = run(SCRIPTED)
+    assert facts["plain"] == ["get_axis_params", "to_torch", "unscale_np"]
+    assert facts["rand"] == [2, 3]
+    assert facts["refused"] == {k: True for k in facts["refused"]}, facts["refused"]
+
+
+COLD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from tests.real_mqe_probe import host_transfers
+from isaacgym import torch_utils as tu
+import torch
+q = torch.nn.functional.normalize(torch.randn(16, 4), dim=-1)
+sinp = torch.tensor([1.5, -1.0, 0.5, -0.0])
+_, copysign = host_transfers(lambda: tu.copysign(3.14, sinp))
+_, euler = host_transfers(lambda: tu.get_euler_xyz(q))
+_, rotate = host_transfers(lambda: tu.quat_rotate_inverse(q, q[:, :3]))
+_, item = host_transfers(lambda: q.sum().item())
+_, lifted = host_transfers(lambda: q * torch.tensor([1.0, 2.0, 3.0, 4.0]))
+_, read = host_transfers(lambda: q.cpu().numpy())
+print(json.dumps({"copysign": copysign, "euler": euler, "rotate": rotate, "item": item,
+                  "lifted": lifted, "read": read}))
+"""
+
+
+def test_the_capture_check_sees_isaac_gyms_host_copy_cold():
+    """tests/real_mqe_probe.host_transfers, what the emulated CUDA graphs count: it sees the
+    host-to-device copy of Isaac Gym's copysign (and so of get_euler_xyz) on the first call,
+    inside TorchScript, where no aten op shows it on the CPU; .item(), a tensor made of host
+    data and Tensor.cpu/numpy too; a rotation, which copies nothing, counts nothing."""
+    facts = run(COLD, REPO)
+    assert facts["copysign"] == {"copysign: aten::tensor": 1}
+    assert facts["euler"] == {"get_euler_xyz: aten::tensor": 1}
+    assert facts["rotate"] == {}
+    assert facts["item"] == {"aten::_local_scalar_dense": 1}
+    assert facts["lifted"] == {"aten::lift_fresh": 1} or facts["lifted"].get("aten::lift_fresh")
+    assert facts["read"] == {"Tensor.cpu": 1, "Tensor.numpy": 1}

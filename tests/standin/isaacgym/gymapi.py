@@ -603,6 +603,8 @@ class Gym(object):
 
     @staticmethod
     def _rows(sim, tensor, width, indices=None, count=None):
+        if tensor.data.dtype != torch.float32:  # Isaac Gym's state and force tensors are float32
+            raise TypeError("expected a float32 gym tensor, got %s" % tensor.data.dtype)
         data = tensor.data.reshape(-1, width) if width > 1 else tensor.data.reshape(-1)
         if data.device != sim.device:
             raise RuntimeError("tensor on %s, sim on %s" % (data.device, sim.device))

@@ -1,9 +1,27 @@
-"""Stand-in for ``isaacgym.torch_utils`` (tests only): the rotation and sampling helpers
-MQE uses, written from the math.
+"""Stand-in for ``isaacgym.torch_utils`` (tests only): the rotation and sampling helpers of
+Isaac Gym Preview 4, with its behaviour where MQE and our patches depend on it.
 
-Conventions, as Isaac Gym's: quaternions are ``(x, y, z, w)`` in the last dimension; Euler
-angles are roll about x, then pitch about y, then yaw about z (``q = qz * qy * qx``), and
-``get_euler_xyz`` returns each angle wrapped into ``[0, 2*pi)``.
+Isaac Gym's module is not plain Python, and neither is this one:
+- **TorchScript.** Every tensor helper is compiled with ``torch.jit.script`` at import, as
+  Isaac Gym's are (only ``to_torch``, ``get_axis_params`` and ``unscale_np`` stay Python).
+  So they run in TorchScript's interpreter, refuse the argument types Isaac Gym's refuse
+  (``torch_rand_float``'s shape is a ``Tuple[int, int]``, its device a ``str``; an
+  unannotated argument is a Tensor), and are invisible to Python-level hooks.
+- **The host copy in ``copysign``.** Isaac Gym's ``copysign(a, b)`` builds its magnitude as
+  ``torch.tensor(a, device=b.device, dtype=torch.float)``, repeated to ``b``'s length: a
+  host-to-device copy of one float on every call (on CUDA a pageable copy with a stream
+  sync, which a CUDA graph capture refuses). ``get_euler_xyz`` calls it for the pitch, so
+  it makes the same copy. This module does the same, so a captured region that calls it
+  fails here as it would on a GPU with Isaac Gym.
+- **Isaac Gym's formulas**, in the same order of operations, so values match bit for bit:
+  quaternions ``(x, y, z, w)``; ``get_euler_xyz``'s cosines as ``w^2 - x^2 - y^2 + z^2``
+  (roll) and ``w^2 + x^2 - y^2 - z^2`` (yaw), not ``1 - 2(...)`` (they differ for a
+  quaternion that is not exactly unit), its pitch ``asin`` but where ``|sinp| >= 1``
+  (there ``copysign(pi / 2, sinp)``), each angle ``% (2 * pi)`` into ``[0, 2*pi)``;
+  ``quat_mul`` by its 8-product scheme; ``quat_rotate`` by ``bmm``.
+
+Written from Isaac Gym's documented behaviour (``docs/api/python/...`` and the module's
+public interface), not copied.
 """
 import numpy as np
 import torch
@@ -14,156 +32,181 @@ def to_torch(x, dtype=torch.float, device="cuda:0", requires_grad=False):
 
 
 def get_axis_params(value, axis_idx, x_value=0., dtype=float, n_dims=3):
-    """A list of ``n_dims`` numbers: ``value`` at ``axis_idx``, ``x_value`` at 0, else 0."""
-    params = [0.0] * n_dims
-    params[0] = x_value
+    """A list of ``n_dims`` numbers: ``value`` at ``axis_idx``, ``x_value`` at 0, else 0
+    (Isaac Gym's default dtype ``np.float``, an alias of ``float`` in the image's numpy)."""
+    assert axis_idx < n_dims, "the axis dim should be within the vector dimensions"
+    params = np.zeros((n_dims,))
     params[axis_idx] = value
-    return [dtype(p) for p in params]
+    params[0] = x_value
+    return list(params.astype(dtype))
 
 
-def torch_rand_float(lower, upper, shape, device):
-    """Uniform samples in [lower, upper) of ``shape``."""
-    return lower + (upper - lower) * torch.rand(*shape, device=device)
+@torch.jit.script
+def quat_mul(a, b):
+    assert a.shape == b.shape
+    shape = a.shape
+    p = a.reshape(-1, 4)
+    q = b.reshape(-1, 4)
+    px, py, pz, pw = p[:, 0], p[:, 1], p[:, 2], p[:, 3]
+    qx, qy, qz, qw = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    t1 = (pz + px) * (qx + qy)
+    t2 = (pw - py) * (qw + qz)
+    t3 = (pw + py) * (qw - qz)
+    t4 = t1 + t2 + t3
+    half = 0.5 * (t4 + (pz - px) * (qx - qy))
+    w = half - t1 + (pz - py) * (qy - qz)
+    x = half - t4 + (px + pw) * (qx + qw)
+    y = half - t2 + (pw - px) * (qy + qz)
+    z = half - t3 + (pz + py) * (qw - qx)
+    return torch.stack([x, y, z, w], dim=-1).view(shape)
 
 
-def torch_random_dir_2(shape, device):
-    angle = torch_rand_float(-np.pi, np.pi, shape, device).squeeze(-1)
-    return torch.stack([torch.cos(angle), torch.sin(angle)], dim=-1)
+@torch.jit.script
+def normalize(x, eps: float = 1e-9):
+    return x / x.norm(p=2, dim=-1).clamp(min=eps, max=None).unsqueeze(-1)
 
 
-def copysign(a, b):
-    """|a| with the sign of each element of b (a is a float)."""
-    return torch.copysign(torch.full_like(b, float(a)), b)
+@torch.jit.script
+def quat_apply(a, b):
+    shape = b.shape
+    q = a.reshape(-1, 4)
+    v = b.reshape(-1, 3)
+    u = q[:, :3]
+    t = u.cross(v, dim=-1) * 2
+    return (v + q[:, 3:] * t + u.cross(t, dim=-1)).view(shape)
 
 
-def normalize(x, eps=1e-9):
-    return x / x.norm(p=2, dim=-1).clamp(min=eps).unsqueeze(-1)
+@torch.jit.script
+def _rotate_parts(q, v):
+    # type: (Tensor, Tensor) -> Tuple[Tensor, Tensor, Tensor]
+    n = q.shape[0]
+    w = q[:, -1]
+    u = q[:, :3]
+    along = v * (2.0 * w ** 2 - 1.0).unsqueeze(-1)
+    across = torch.cross(u, v, dim=-1) * w.unsqueeze(-1) * 2.0
+    axial = u * torch.bmm(u.view(n, 1, 3), v.view(n, 3, 1)).squeeze(-1) * 2.0
+    return along, across, axial
 
 
-def tensor_clamp(t, min_t, max_t):
-    return torch.max(torch.min(t, max_t), min_t)
+@torch.jit.script
+def quat_rotate(q, v):
+    along, across, axial = _rotate_parts(q, v)
+    return along + across + axial
 
 
-def scale(x, lower, upper):
-    """[-1, 1] to [lower, upper]."""
-    return 0.5 * (x + 1.0) * (upper - lower) + lower
+@torch.jit.script
+def quat_rotate_inverse(q, v):
+    along, across, axial = _rotate_parts(q, v)
+    return along - across + axial
 
 
-def unscale(x, lower, upper):
-    """[lower, upper] to [-1, 1]."""
-    return (2.0 * x - upper - lower) / (upper - lower)
+@torch.jit.script
+def quat_conjugate(a):
+    shape = a.shape
+    q = a.reshape(-1, 4)
+    return torch.cat((-q[:, :3], q[:, -1:]), dim=-1).view(shape)
 
 
-def saturate(x, lower, upper):
-    return torch.max(torch.min(x, upper), lower)
-
-
-def normalize_angle(x):
-    return torch.atan2(torch.sin(x), torch.cos(x))
-
-
+@torch.jit.script
 def quat_unit(a):
     return normalize(a)
 
 
-def quat_mul(a, b):
-    """Hamilton product ``a * b``."""
-    shape = a.shape
-    a = a.reshape(-1, 4)
-    b = b.reshape(-1, 4)
-    ax, ay, az, aw = a.unbind(-1)
-    bx, by, bz, bw = b.unbind(-1)
-    out = torch.stack([
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-        aw * bw - ax * bx - ay * by - az * bz,
-    ], dim=-1)
-    return out.view(shape)
-
-
-def quat_conjugate(a):
-    shape = a.shape
-    a = a.reshape(-1, 4)
-    return torch.cat((-a[:, :3], a[:, 3:]), dim=-1).view(shape)
-
-
-def _rotate(q, v, inverse):
-    # v' = v + 2w (u x v) + 2 u x (u x v), u the vector part; the inverse flips u.
-    u = q[:, :3] * (-1.0 if inverse else 1.0)
-    w = q[:, 3:4]
-    uv = torch.cross(u, v, dim=-1)
-    return v + 2.0 * (w * uv + torch.cross(u, uv, dim=-1))
-
-
-def quat_apply(a, b):
-    """Rotate the vectors b by the quaternions a (any leading shape)."""
-    shape = b.shape
-    return _rotate(a.reshape(-1, 4), b.reshape(-1, 3), False).view(shape)
-
-
-def quat_rotate(q, v):
-    return _rotate(q, v, False)
-
-
-def quat_rotate_inverse(q, v):
-    return _rotate(q, v, True)
-
-
-def quat_axis(q, axis=0):
-    basis = torch.zeros(q.shape[0], 3, device=q.device)
-    basis[:, axis] = 1
-    return quat_rotate(q, basis)
-
-
+@torch.jit.script
 def quat_from_angle_axis(angle, axis):
     half = (angle / 2).unsqueeze(-1)
-    return quat_unit(torch.cat([normalize(axis) * torch.sin(half), torch.cos(half)], dim=-1))
+    return quat_unit(torch.cat([normalize(axis) * half.sin(), half.cos()], dim=-1))
 
 
-def quat_to_angle_axis(q):
-    q = quat_unit(q)
-    w = q[..., 3].clamp(-1.0, 1.0)
-    angle = 2.0 * torch.acos(w)
-    sin_half = torch.sqrt(torch.clamp(1.0 - w * w, min=0.0))
-    axis = q[..., :3] / sin_half.clamp(min=1e-5).unsqueeze(-1)
-    small = sin_half <= 1e-5
-    axis = torch.where(small.unsqueeze(-1), torch.tensor([0.0, 0.0, 1.0], device=q.device)
-                       .expand_as(axis), axis)
-    angle = torch.where(small, torch.zeros_like(angle), angle)
-    return angle, axis
+@torch.jit.script
+def normalize_angle(x):
+    return torch.atan2(torch.sin(x), torch.cos(x))
 
 
-def quat_from_euler_xyz(roll, pitch, yaw):
-    cr, sr = torch.cos(roll * 0.5), torch.sin(roll * 0.5)
-    cp, sp = torch.cos(pitch * 0.5), torch.sin(pitch * 0.5)
-    cy, sy = torch.cos(yaw * 0.5), torch.sin(yaw * 0.5)
-    return torch.stack([
-        sr * cp * cy - cr * sp * sy,
-        cr * sp * cy + sr * cp * sy,
-        cr * cp * sy - sr * sp * cy,
-        cr * cp * cy + sr * sp * sy,
-    ], dim=-1)
+@torch.jit.script
+def tf_inverse(q, t):
+    inv = quat_conjugate(q)
+    return inv, -quat_apply(inv, t)
 
 
-def get_euler_xyz(q):
-    """(roll, pitch, yaw) of ``q``, each in [0, 2*pi)."""
-    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    roll = torch.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
-    pitch = torch.asin(torch.clamp(2.0 * (w * y - z * x), -1.0, 1.0))
-    yaw = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    two_pi = 2.0 * np.pi
-    return roll % two_pi, pitch % two_pi, yaw % two_pi
-
-
+@torch.jit.script
 def tf_apply(q, t, v):
     return quat_apply(q, v) + t
 
 
-def tf_inverse(q, t):
-    q_inv = quat_conjugate(q)
-    return q_inv, -quat_apply(q_inv, t)
+@torch.jit.script
+def tf_vector(q, v):
+    return quat_apply(q, v)
 
 
+@torch.jit.script
 def tf_combine(q1, t1, q2, t2):
     return quat_mul(q1, q2), quat_apply(q1, t2) + t1
+
+
+@torch.jit.script
+def get_basis_vector(q, v):
+    return quat_rotate(q, v)
+
+
+@torch.jit.script
+def copysign(a, b):
+    # type: (float, Tensor) -> Tensor
+    # |a| with the sign of each element of b; the magnitude is made on the host and copied to
+    # b's device on every call, as Isaac Gym's is
+    magnitude = torch.tensor(a, device=b.device, dtype=torch.float).repeat(b.shape[0])
+    return torch.abs(magnitude) * torch.sign(b)
+
+
+@torch.jit.script
+def get_euler_xyz(q):
+    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    roll = torch.atan2(2.0 * (w * x + y * z), w * w - x * x - y * y + z * z)
+    sinp = 2.0 * (w * y - z * x)
+    pitch = torch.where(torch.abs(sinp) >= 1, copysign(np.pi / 2.0, sinp), torch.asin(sinp))
+    yaw = torch.atan2(2.0 * (w * z + x * y), w * w + x * x - y * y - z * z)
+    return roll % (2 * np.pi), pitch % (2 * np.pi), yaw % (2 * np.pi)
+
+
+@torch.jit.script
+def quat_from_euler_xyz(roll, pitch, yaw):
+    cy, sy = torch.cos(yaw * 0.5), torch.sin(yaw * 0.5)
+    cr, sr = torch.cos(roll * 0.5), torch.sin(roll * 0.5)
+    cp, sp = torch.cos(pitch * 0.5), torch.sin(pitch * 0.5)
+    qw = cy * cr * cp + sy * sr * sp
+    qx = cy * sr * cp - sy * cr * sp
+    qy = cy * cr * sp + sy * sr * cp
+    qz = sy * cr * cp - cy * sr * sp
+    return torch.stack([qx, qy, qz, qw], dim=-1)
+
+
+@torch.jit.script
+def torch_rand_float(lower, upper, shape, device):
+    # type: (float, float, Tuple[int, int], str) -> Tensor
+    return (upper - lower) * torch.rand(*shape, device=device) + lower
+
+
+@torch.jit.script
+def torch_random_dir_2(shape, device):
+    # type: (Tuple[int, int], str) -> Tensor
+    angle = torch_rand_float(-np.pi, np.pi, shape, device).squeeze(-1)
+    return torch.stack([torch.cos(angle), torch.sin(angle)], dim=-1)
+
+
+@torch.jit.script
+def tensor_clamp(t, min_t, max_t):
+    return torch.max(torch.min(t, max_t), min_t)
+
+
+@torch.jit.script
+def scale(x, lower, upper):
+    return 0.5 * (x + 1.0) * (upper - lower) + lower
+
+
+@torch.jit.script
+def unscale(x, lower, upper):
+    return (2.0 * x - upper - lower) / (upper - lower)
+
+
+def unscale_np(x, lower, upper):
+    return (2.0 * x - upper - lower) / (upper - lower)
