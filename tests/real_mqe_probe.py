@@ -288,6 +288,64 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
             "env_graph_step": vars(inner).get("graph_step")}
 
 
+def case_capture_join(n):
+    """Patch 07's ``_capture`` (the mid wrapper's) and 08's (MQE's env's, 09's too) with a
+    warm-up that fails after it has written: the side stream must still be joined into the
+    current one before the failure leaves (a failed capture is followed by the same step run
+    eagerly on the current stream, which must not race the side stream's writes). This runs
+    on the CPU: torch.cuda's streams, debug mode and graphs are recording stand-ins."""
+    import contextlib
+
+    env, _ = sim.make_env(spec(num_envs=n))
+    log = []
+
+    class Stream(object):
+        def __init__(self, name):
+            self.name = name
+
+        def wait_stream(self, other):
+            log.append("%s waits for %s" % (self.name, other.name))
+
+    current = Stream("current")
+
+    @contextlib.contextmanager
+    def on(stream):
+        log.append("on %s" % stream.name)
+        try:
+            yield
+        finally:
+            log.append("off %s" % stream.name)
+
+    fakes = {"Stream": lambda: Stream("side"), "current_stream": lambda: current, "stream": on,
+             "get_sync_debug_mode": lambda: 0, "set_sync_debug_mode": lambda mode: None}
+    written = torch.zeros(1)
+
+    def warm_up_fails():
+        written.add_(1)
+        log.append("wrote")
+        raise RuntimeError("refused by the test")
+
+    saved = {name: getattr(torch.cuda, name) for name in fakes}
+    results = {}
+    try:
+        for name, fake in fakes.items():
+            setattr(torch.cuda, name, fake)
+        for label, call in (("07", lambda: env._capture(warm_up_fails)),
+                            ("08", lambda: env.env._capture(warm_up_fails,
+                                                            lambda: log.append("restored")))):
+            del log[:]
+            try:
+                call()
+                log.append("no failure")
+            except RuntimeError:
+                log.append("failed")
+            results[label] = list(log)
+    finally:
+        for name, value in saved.items():
+            setattr(torch.cuda, name, value)
+    return results
+
+
 # the steps before which a trace puts env 0's box onto its target: no box is ever pushed over
 # the stand-in (no contact), so without this no episode would succeed, and the code that
 # follows a success (finished_buf, init_finished_buf, last_init_finished_buf,
@@ -329,6 +387,7 @@ CASES = {
     "trace_cuboid": lambda n: case_trace(n, "go1push_mid", "cuboid"),
     "trace_cylinder": lambda n: case_trace(n, "go1push_mid", "cylinder"),
     "trace_upper": lambda n: case_trace(n, "go1push_upper", "cuboid"),
+    "capture_join": case_capture_join,
 }
 
 if __name__ == "__main__":

@@ -108,6 +108,24 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
     assert_same_trace(ours, upstream)
 
 
+def test_a_failed_capture_joins_its_side_stream_first(real_mqe, tmp_path):
+    """Patches 07 and 08 (09 through 08's) warm a capture up on a side stream; when the
+    warm-up fails after it has written, the current stream waits for the side stream before
+    the failure leaves _capture, so the eager re-run of the step cannot race its writes or
+    08's restore() copies. (torch.cuda is stood in by recorders: tests/real_mqe_probe.py,
+    case_capture_join; before the join moved into a finally block, the last entry was
+    "off side".)"""
+    proc = subprocess.run([sys.executable, str(PROBE), "capture_join", "2"], capture_output=True,
+                          text=True, env=real_env(real_mqe), cwd=str(real_mqe["tree"].parent),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logs = json.loads(proc.stdout.strip().splitlines()[-1])
+    side_first = ["side waits for current", "on side"]
+    assert logs["07"] == side_first + ["wrote", "off side", "current waits for side", "failed"]
+    assert logs["08"] == side_first + ["wrote", "restored", "off side",
+                                       "current waits for side", "failed"]
+
+
 def assert_same_trace(ours, reference):
     # every array the probe traced: each step's obs, reward, done and MQE's finished_buf, and
     # MQE's buffers at the end (tests/real_mqe_probe.py: TRACED_BUFFERS); the terms below
