@@ -288,6 +288,33 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
             "env_graph_step": vars(inner).get("graph_step")}
 
 
+def case_euler(n):
+    """Patch 07's get_euler_xyz_in_graph (mqe/utils/math.py) against Isaac Gym's
+    get_euler_xyz (the stand-in's TorchScript, tests/standin): the same bits, signs of zero
+    included, over unit and non-unit quaternions, |sinp| >= 1 (the copysign branch) and
+    signed zeros; and the host transfers each makes, called cold."""
+    from isaacgym import torch_utils
+    from mqe.utils.math import get_euler_xyz_in_graph
+
+    gen = torch.Generator().manual_seed(5)
+    unit = torch.nn.functional.normalize(torch.randn(4096, 4, generator=gen), dim=-1)
+    h = 0.5 ** 0.5
+    special = torch.tensor([[0.0, h, 0.0, h], [0.0, -h, 0.0, h], [h, h, h, h],  # sinp near +-1
+                            [0.0, 0.8, 0.0, 0.8], [0.0, -0.8, 0.0, 0.8],  # sinp = +-1.28
+                            [-0.0, 0.0, -0.0, 1.0], [0.0, -0.0, 0.0, -1.0], [0.0, 0.0, 0.0, 0.0],
+                            [-0.0, -0.0, -0.0, -0.0], [0.0, 0.0, 1.0, 0.0]])
+    q = torch.cat([unit, unit * 1.1, unit[:512] * 0.7, special])
+    _, ours_cold = host_transfers(lambda: get_euler_xyz_in_graph(q))
+    _, isaac_cold = host_transfers(lambda: torch_utils.get_euler_xyz(q))
+    ours, isaac = get_euler_xyz_in_graph(q), torch_utils.get_euler_xyz(q)
+    sinp = 2.0 * (q[:, 3] * q[:, 1] - q[:, 2] * q[:, 0])
+    return {"rows": q.shape[0], "copysign_rows": int((sinp.abs() >= 1).sum()),
+            "bits_equal": [bool(torch.equal(a.view(torch.int32), b.view(torch.int32)))
+                           for a, b in zip(ours, isaac)],  # sign of zero and NaNs included
+            "negative_zeros": sum(int((torch.signbit(a) & (a == 0)).sum()) for a in isaac),
+            "ours_host_transfers": ours_cold, "isaac_host_transfers": isaac_cold}
+
+
 def case_capture_join(n):
     """Patch 07's ``_capture`` (the mid wrapper's) and 08's (MQE's env's, 09's too) with a
     warm-up that fails after it has written: the side stream must still be joined into the
@@ -388,6 +415,7 @@ CASES = {
     "trace_cylinder": lambda n: case_trace(n, "go1push_mid", "cylinder"),
     "trace_upper": lambda n: case_trace(n, "go1push_upper", "cuboid"),
     "capture_join": case_capture_join,
+    "euler": case_euler,
 }
 
 if __name__ == "__main__":

@@ -108,6 +108,22 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
     assert_same_trace(ours, upstream)
 
 
+def test_the_capture_safe_euler_angles_are_isaac_gyms_bit_for_bit(real_mqe):
+    """Patches 07 and 08 call get_euler_xyz_in_graph (mqe/utils/math.py, patch 07) where they
+    are captured: Isaac Gym's get_euler_xyz copies a float to the device in every call (its
+    copysign), which a capture refuses. It must give Isaac Gym's values bit for bit (NaN, and
+    the sign of zero, included), also where the copysign branch is taken, and copy nothing."""
+    proc = subprocess.run([sys.executable, str(PROBE), "euler", "1"], capture_output=True,
+                          text=True, env=real_env(real_mqe), cwd=str(real_mqe["tree"].parent),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["copysign_rows"] >= 4  # the branch is exercised
+    assert facts["bits_equal"] == [True, True, True], facts  # roll, pitch, yaw
+    assert facts["ours_host_transfers"] == {}
+    assert facts["isaac_host_transfers"] == {"get_euler_xyz: aten::tensor": 1}
+
+
 def test_a_failed_capture_joins_its_side_stream_first(real_mqe, tmp_path):
     """Patches 07 and 08 (09 through 08's) warm a capture up on a side stream; when the
     warm-up fails after it has written, the current stream waits for the side stream before
