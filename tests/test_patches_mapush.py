@@ -35,6 +35,7 @@ RRT = "mqe/envs/wrappers/utils/rrt.py"
 FIELD = "mqe/envs/field/legged_robot_field.py"
 LEGGED = "mqe/envs/base/legged_robot.py"
 GO1 = "mqe/envs/go1/go1.py"
+MATH = "mqe/utils/math.py"  # patch 07: get_euler_xyz_in_graph
 
 
 def test_patches_touch_only_pinned_mapush_files():
@@ -42,7 +43,7 @@ def test_patches_touch_only_pinned_mapush_files():
     for patch in (REPO / "patches" / "mapush").glob("*.patch"):
         touched.update(line[len("+++ b/"):].split("\t")[0].strip()
                        for line in patch.read_text().splitlines() if line.startswith("+++ "))
-    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT, FIELD, LEGGED, GO1}
+    assert touched == {BASE_TASK, WRAPPER, UTILS, UPPER, TRAJECTORY, RRT, FIELD, LEGGED, GO1, MATH}
     assert touched <= set(PINS)
 
 
