@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -167,6 +167,37 @@ def _rollout(checkpoint: Path, task: str, args: argparse.Namespace) -> Any:
         return np.load(info["observations"])
 
 
+def is_export(folder: Path) -> bool:
+    """A previous result of ``mapush export``: its own manifest, policy.json."""
+    try:
+        record = json.loads((folder / "policy.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"networks", "exported_with", "source"} <= set(record)
+
+
+def refuse_foreign_out(out: Path, run: Optional[Path]) -> None:
+    """``--out`` replaces only a previous export (its manifest says so): never a folder of
+    the user's, a run, the working folder or one above it, nor anything reached through a
+    symbolic link (the run's ``export/`` leading out of the run included)."""
+    resolved, here = out.resolve(), Path.cwd().resolve()
+    if out.is_symlink():
+        raise UsageError("--out %s is a symbolic link; pass a folder" % out)
+    if resolved == here or resolved in here.parents:
+        raise UsageError("--out %s is the working folder or one above it; pass a new folder"
+                         % out)
+    if run is not None and run.absolute() in out.absolute().parents \
+            and run.resolve() not in resolved.parents:
+        raise UsageError("--out %s leads out of the run %s through a symbolic link; pass a "
+                         "folder outside it, or remove the link" % (out, run))
+    if out.exists() and not out.is_dir():
+        raise UsageError("--out %s is a file; pass a folder" % out)
+    if out.is_dir() and not is_export(out):
+        raise UsageError("--out %s exists and is no export of mapush export (no policy.json "
+                         "of its own); pass a new folder: an export replaces only a previous "
+                         "export" % out)
+
+
 def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     """``(checkpoint, out, run or None)``; every bad input is refused here, before a write."""
     checkpoint = resolve(args.run or args.checkpoint, "--run" if args.run else "--checkpoint")
@@ -175,8 +206,7 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     name = checkpoint.stem if checkpoint.is_file() else folder.name
     out = Path(args.out) if args.out else (run or Path("runs")) / "export" / name
     refuse_inside_run("--out", out, run)
-    if out.is_file():
-        raise UsageError("--out %s is a file; pass a folder" % out)
+    refuse_foreign_out(out, run)
     if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:
         raise UsageError("--format %s needs onnxruntime: pip install '.[export]'" % args.format)
     return checkpoint, out, run
@@ -197,9 +227,9 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
         command_net = Path(resolve_command_net(source.get("command_net")))
         nets.append(("command_net", _openrl(module_path(command_net))))
     seen = _rollout(checkpoint, task, args)
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(str(partial), ignore_errors=True)
-    partial.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # our own scratch folder beside --out: a name nobody else holds, removed whatever happens
+    partial = Path(tempfile.mkdtemp(prefix=".%s.partial-" % out.name, dir=str(out.parent)))
     try:
         views = [seen if isinstance(seen, str) or library != "harl" else seen[:, :, i]
                  for i in range(len(nets))]
@@ -224,11 +254,24 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
                    .format(task=task, object=record["object"], first=nets[0][0], obs=obs_dim,
                            period=LAYOUT["control"]["period_s"], chain=LAYOUT["chain"]["readme"]
                            if task == UPPER else ""))
-        shutil.rmtree(str(out), ignore_errors=True)
-        os.replace(str(partial), str(out))
+        _replace(partial, out)
     finally:
         shutil.rmtree(str(partial), ignore_errors=True)
     return dict(record, out=str(out))
+
+
+def _replace(new: Path, out: Path) -> None:
+    """``new`` becomes ``out``: a previous export (refuse_foreign_out checked it again here,
+    in case it changed during the export) is renamed aside first and removed only once the
+    new one is in place."""
+    if not out.exists():
+        os.replace(str(new), str(out))
+        return
+    refuse_foreign_out(out, None)
+    aside = Path(tempfile.mkdtemp(prefix=".%s.old-" % out.name, dir=str(out.parent)))
+    os.replace(str(out), str(aside / "previous"))
+    os.replace(str(new), str(out))
+    shutil.rmtree(str(aside), ignore_errors=True)
 
 
 def main(args: argparse.Namespace) -> int:

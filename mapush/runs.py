@@ -1,6 +1,7 @@
 """``mapush runs [DIR]``: one line per run under DIR: what it trains, how far it got, its
-state and its last evaluation. Reads config.json, the checkpoints, the lock, phases.log and
-eval.jsonl; writes nothing (not even the lock file)."""
+state, which of MQE's step graphs it replays and its last evaluation. Reads config.json, the
+checkpoints, the lock, phases.log, step.json and eval.jsonl; writes nothing (not even the
+lock file)."""
 import argparse
 import fcntl
 import json
@@ -10,11 +11,12 @@ from typing import Any, List
 from mapush.checkpoints.source import RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint
 from mapush.common.phases import read_phases
+from mapush.envs.step_record import STEP_RECORD, short
 from mapush.errors import UsageError
 from mapush.run.crash import PHASE_LOG
 from mapush.run.lock import LOCK_FILE
 
-COLUMNS = ("run", "task", "object", "algo", "steps", "checkpoint", "state", "success")
+COLUMNS = ("run", "task", "object", "algo", "steps", "checkpoint", "state", "graphs", "success")
 
 
 def locked(run: Path) -> bool:
@@ -35,7 +37,7 @@ def row(run: Path, root: Path) -> List[Any]:
     try:
         spec = json.loads((run / RUN_CONFIG).read_text())["spec"]
     except (OSError, ValueError, KeyError, TypeError):
-        return [run.relative_to(root), "-", "-", "-", "-", "-", "damaged record", "-"]
+        return [run.relative_to(root), "-", "-", "-", "-", "-", "damaged record", "-", "-"]
     latest = latest_checkpoint(run)
     step = latest[0] if latest else 0
     state = "running" if locked(run) else "done" if step >= int(spec.get("steps") or 1) else \
@@ -46,9 +48,13 @@ def row(run: Path, root: Path) -> List[Any]:
             "success_rate")
     except (ValueError, AttributeError):
         success = None
+    try:
+        graphs = short(json.loads((run / STEP_RECORD).read_text()))
+    except (OSError, ValueError):
+        graphs = "-"
     return [run.relative_to(root), spec.get("task"), spec.get("object"), spec.get("algo"),
             "%d/%s" % (step, spec.get("steps")), latest[1].name if latest else "-", state,
-            "-" if success is None else "%.3f" % success]
+            graphs, "-" if success is None else "%.3f" % success]
 
 
 def main(args: argparse.Namespace) -> int:

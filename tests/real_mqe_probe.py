@@ -15,6 +15,7 @@ sim.import_isaacgym()
 import torch  # noqa: E402  (after isaacgym)
 from isaacgym import gymapi  # noqa: E402
 
+from mapush.envs.step_record import graph_report  # noqa: E402
 from mapush.spec import RunSpec  # noqa: E402
 
 SIMS = []
@@ -285,7 +286,8 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
             "graph_step": getattr(env, "graph_step", None),
             "env_graphed": vars(inner).get("_core_graph") is not None,
             "env_torques_graphed": vars(inner).get("_torques_graph") is not None,  # 09's
-            "env_graph_step": vars(inner).get("graph_step")}
+            "env_graph_step": vars(inner).get("graph_step"),
+            "graph_report": graph_report(env)}
 
 
 def case_euler(n):

@@ -287,6 +287,49 @@ def test_bad_input_is_one_line_and_writes_nothing(upstream, trained, tmp_path):
     assert sorted(p.name for p in other.iterdir()) == ["config.json"]
 
 
+def test_out_replaces_only_a_previous_export_and_deletes_nothing_else(upstream, trained,
+                                                                       tmp_path):
+    """#50: --out that exists and is not an export of ours (its policy.json) is refused in
+    one line before any work: a user's folder, the run being exported, the working folder
+    and the one above it, a link, the run's export/ leading out of the run. A previous
+    export is replaced, and a user's <out>.partial beside it is left alone."""
+    env = host_env(upstream, REPO / "tests" / "doubles" / "mapush_root")
+    work = tmp_path / "work"
+    mine = work / "mine"
+    mine.mkdir(parents=True)
+    (mine / "thesis.tex").write_text("only copy")
+    run = tmp_path / "run"
+    shutil.copytree(str(trained["ppo"]), str(run))
+    shutil.rmtree(str(run / "export"), ignore_errors=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data.csv").write_text("1,2")
+    (run / "export").symlink_to(outside)
+    (work / "link").symlink_to(mine)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    cases = [(["--run", run, "--out", mine], "exists and is no export of mapush export"),
+             (["--run", run, "--out", run], "exists and is no export of mapush export"),
+             (["--run", run, "--out", "."], "is the working folder or one above it"),
+             (["--run", run, "--out", ".."], "is the working folder or one above it"),
+             (["--run", run, "--out", work / "link"], "is a symbolic link"),
+             (["--run", run], "leads out of the run %s through a symbolic link" % run)]
+    for args, needle in cases:
+        proc = run_mapush(["export"] + args, env, cwd=work)
+        assert needle in one_error(proc), (args, proc.stderr[-2000:])
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    (run / "export").unlink()
+    out = work / "policy"
+    (work / "policy.partial").mkdir()  # a user's folder of that name
+    (work / "policy.partial" / "keep").write_text("mine")
+    for _ in range(2):  # the second replaces the first
+        proc = run_mapush(["export", "--run", run, "--out", out], env, cwd=work)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json.loads((out / "policy.json").read_text())["networks"]
+    assert (work / "policy.partial" / "keep").read_text() == "mine"
+    assert sorted(p.name for p in work.iterdir()) == ["link", "mine", "policy", "policy.partial"]
+    assert (mine / "thesis.tex").read_text() == "only copy"
+
+
 def test_the_report_links_the_export_once_there_is_one(upstream, trained, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(str(trained["ppo"]), str(run))

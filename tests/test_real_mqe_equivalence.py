@@ -84,6 +84,10 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     # nothing in the captured code reads the device back (a capture would fail there): on
     # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
     assert graphed["graph_syncs"] == {}
+    # the run's record of its step (mapush/envs/step_record.py) reads the same
+    assert graphed["graph_report"] == dict(({"07": "captured"} if mid else {}), **{
+        "08": "captured" if mid else "eager: this task's path is not capturable",
+        "09": "captured"})
     assert_same_trace(ours, upstream)
 
 
@@ -105,6 +109,11 @@ def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, devic
                      "mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
                      "the capture failed: called a synchronizing CUDA operation (refused by "
                      "the test)"], refused["stderr"][-2000:]
+    # the run's record names the graph that failed first and why, in plain words
+    off = "off: a host sync or copy inside the capture (_capture_region)"
+    assert refused["graph_report"] == {
+        "07": "off: a host sync or copy inside the capture (_capture_step_tail)",
+        "08": off, "09": off}, refused["graph_report"]
     assert_same_trace(ours, upstream)
 
 

@@ -137,6 +137,9 @@ def test_report_of_a_run_trained_over_real_mqe(real_mqe, ppo_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = (run / "report" / "index.html").read_text()
     assert "cuboid" in page and list((run / "report").glob("*.png"))
+    # how MQE's step ran (step.json, mapush/envs/step_record.py), in the Run table
+    line = json.loads((run / "step.json").read_text())["line"]
+    assert "<td>MQE&#39;s step</td><td>%s</td>" % line.replace("'", "&#39;") in page
 
 
 def test_reproduce_evaluates_the_authors_checkpoints(real_mqe, tmp_path):

@@ -77,6 +77,17 @@ def test_ppo_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj):
     # patches/mapush/06's switch at its default (true): the patched step, said by nothing
     assert UPSTREAM_STEP not in proc.stderr
     assert json.loads((run / "openrl_config.json").read_text())["mqe_fast_step"] is True
+    assert_step_recorded(run, proc, "eager: no CUDA graphs on the CPU pipeline")
+
+
+def assert_step_recorded(run, proc, state):
+    """step.json (mapush/envs/step_record.py): patches 07-09's graphs as the run had them,
+    its line said once on stderr; no CUDA graph runs on the CPU pipeline"""
+    saved = json.loads((run / "step.json").read_text())
+    assert saved["graphs"] == dict.fromkeys(["07", "08", "09"], state), saved
+    assert proc.stderr.count("mapush: " + saved["line"]) == 1
+    assert saved["line"] == "MQE's step: " + "; ".join("%s %s" % (g, state)
+                                                      for g in ("07", "08", "09"))
 
 
 @pytest.mark.parametrize("algo", ["happo", "mappo", "hatrpo"])
@@ -95,6 +106,7 @@ def test_harl_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj, algo):
     assert UPSTREAM_STEP not in proc.stderr  # patches/mapush/06's switch at its default
     assert json.loads((run / "harl_config.json").read_text())["env_args"]["mqe_fast_step"] \
         is True
+    assert_step_recorded(run, proc, "eager: no CUDA graphs on the CPU pipeline")
 
 
 def test_ppo_films_env_0_while_training_over_real_mqe(real_mqe, tmp_path):
@@ -219,6 +231,7 @@ def test_the_config_key_mqe_fast_step_runs_upstreams_step(real_mqe, tmp_path, al
                                   "harl_config.json")).read_text())
     assert (resolved["mqe_fast_step"] if algo == "ppo" else
             resolved["env_args"]["mqe_fast_step"]) is False
+    assert_step_recorded(run, proc, "eager: mqe_fast_step is false")
     run, proc = train(real_mqe, tmp_path / "bad", algo, "cuboid", steps,
                       fast_step_config(tmp_path / "bad", algo, '"no"'))
     assert "mqe_fast_step" in one_error(proc)

@@ -25,8 +25,14 @@ def make_run(root, name, steps, trained, phases=(), evals=(), record=None):
 
 
 def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
-    make_run(tmp_path, "done", 400, [200, 400], ["start", "training", "shutdown"], [0.5, 0.75])
-    make_run(tmp_path, "stopped", 1000, [400], ["start", "training", "shutdown"])
+    done = make_run(tmp_path, "done", 400, [200, 400], ["start", "training", "shutdown"],
+                    [0.5, 0.75])
+    (done / "step.json").write_text(json.dumps({"graphs": dict.fromkeys(["07", "08", "09"],
+                                                                        "captured")}))
+    stopped = make_run(tmp_path, "stopped", 1000, [400], ["start", "training", "shutdown"])
+    (stopped / "step.json").write_text(json.dumps({"graphs": {
+        "07": "captured", "08": "off: a host sync or copy inside the capture (get_euler_xyz)",
+        "09": "off: a host sync or copy inside the capture (get_euler_xyz)"}}))
     make_run(tmp_path, "crashed", 1000, [200], ["start", "training"])
     running = make_run(tmp_path, "running", 1000, [], ["start"])
     make_run(tmp_path, "torn", 1000, [], record='{"spec": {"ta')
@@ -48,20 +54,22 @@ def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
     assert before == after  # not even a lock file was made
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["run", "task", "object", "algo", "steps", "checkpoint", "state",
-                                "success"]
+                                "graphs", "success"]
     found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:] for line in lines[1:-1]}
     assert found["done"] == ["go1push_mid", "cuboid", "ppo", "400/400", "rl_model_400_steps",
-                             "done", "0.750"]
-    assert found["stopped"][3:] == ["400/1000", "rl_model_400_steps", "stopped", "-"]
-    assert found["crashed"][3:] == ["200/1000", "rl_model_200_steps", "crashed", "-"]
-    assert found["running"][3:] == ["0/1000", "-", "running", "-"]
-    assert found["torn"][-3:] == ["damaged", "record", "-"]
+                             "done", "07+08+09", "0.750"]
+    # step.json (mapush/envs/step_record.py): which of MQE's step graphs the run replayed
+    assert found["stopped"][3:] == ["400/1000", "rl_model_400_steps", "stopped", "08+09", "off",
+                                    "-"]
+    assert found["crashed"][3:] == ["200/1000", "rl_model_200_steps", "crashed", "-", "-"]
+    assert found["running"][3:] == ["0/1000", "-", "running", "-", "-"]
+    assert found["torn"][-4:] == ["damaged", "record", "-", "-"]
     assert lines[-1] == "5 run(s) under runs"
     # once the holder is gone, the run that was running is a crash
     time.sleep(0.2)
     proc = run_mapush(["runs", "runs/go1push_mid"], env=double_env(), cwd=tmp_path)
     assert [line for line in proc.stdout.splitlines()
-            if "running" in line.split()[0]][0].split()[-2] == "crashed"
+            if "running" in line.split()[0]][0].split()[-3] == "crashed"
 
 
 def test_runs_of_a_missing_folder_is_one_line(tmp_path):

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from gym import spaces
 
+from mapush.envs import step_record
 from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, training_metrics
 from mapush.sim import make_env
 from mapush.spec import RunSpec
@@ -46,6 +47,8 @@ class MAPushHARLEnv(object):
                                rl_device=str(given("rl_device", "cuda:0")))
             env, _cfg = make_env(spec, num_envs=spec.num_envs,
                                  fast_step=self.env_args.get("mqe_fast_step", True))
+            if given("spec"):  # a managed run: its record says which step graphs ran
+                step_record.watch(env, spec.run_dir)
         self.env = env
         self.device = torch.device(str(env.device))
         # train.device_rollout (patches/harl/05): tensors on the policy's device instead of

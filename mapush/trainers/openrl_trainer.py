@@ -20,6 +20,7 @@ from openrl.utils.logger import Logger
 
 from mapush import schema, sim
 from mapush.checkpoints import policy as policy_file
+from mapush.envs import step_record
 from mapush.envs.openrl_env import OpenRLEnv, to_env_actions
 from mapush.errors import UsageError
 from mapush.common import phases
@@ -305,6 +306,7 @@ def train(ctx: RunContext) -> int:
     spec = ctx.spec
     cfg = openrl_config(spec, spec.config)
     env, _env_cfg = sim.make_env(spec, fast_step=cfg.mqe_fast_step)
+    step_record.watch(env, spec.run_dir)  # which step graphs ran, in the run's record
     adapter = OpenRLEnv(env)
     device = torch.device(spec.rl_device)
     net = PPONet(adapter, cfg=cfg, device=device)
