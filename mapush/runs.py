@@ -5,11 +5,13 @@ lock file)."""
 import argparse
 import fcntl
 import json
+import sys
 from pathlib import Path
 from typing import Any, List
 
 from mapush.checkpoints.source import RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint
+from mapush.common.files import read_regular
 from mapush.common.phases import read_phases
 from mapush.envs.step_record import STEP_RECORD, short
 from mapush.errors import UsageError
@@ -32,29 +34,42 @@ def locked(run: Path) -> bool:
 
 
 def row(run: Path, root: Path) -> List[Any]:
-    """A run's line: running (its lock is held), done (its target reached), stopped (the
-    child ended its loop), else crashed; the success rate of eval.jsonl's last line."""
+    """A run's line; a record it cannot read is listed as damaged, with one line on stderr
+    that says why (one bad run never hides the others)."""
     try:
-        spec = json.loads((run / RUN_CONFIG).read_text())["spec"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return _row(run, root)
+    except (OSError, ValueError, TypeError, KeyError, OverflowError) as exc:
+        print("mapush runs: %s: damaged record (%s)" % (run, exc), file=sys.stderr)
         return [run.relative_to(root), "-", "-", "-", "-", "-", "damaged record", "-", "-"]
+
+
+def _json(path: Path) -> Any:
+    return json.loads(read_regular(path))
+
+
+def _row(run: Path, root: Path) -> List[Any]:
+    """Running (its lock is held), done (its target reached), stopped (the child ended its
+    loop), else crashed; the success rate of eval.jsonl's last line."""
+    spec = _json(run / RUN_CONFIG)["spec"]
+    if not isinstance(spec, dict):
+        raise TypeError("its spec is %s, not an object" % type(spec).__name__)
+    target = int(spec.get("steps") or 1)
     latest = latest_checkpoint(run)
     step = latest[0] if latest else 0
-    state = "running" if locked(run) else "done" if step >= int(spec.get("steps") or 1) else \
+    state = "running" if locked(run) else "done" if step >= target else \
         "stopped" if read_phases(str(run / PHASE_LOG))[-1:] == ["shutdown"] else "crashed"
-    evals = (run / "eval.jsonl").read_text().split("\n") if (run / "eval.jsonl").is_file() else []
+    success = None
+    if (run / "eval.jsonl").exists():
+        evals = [line for line in read_regular(run / "eval.jsonl").split("\n") if line.strip()]
+        last = json.loads((evals or ["{}"])[-1])
+        success = last.get("success_rate") if isinstance(last, dict) else None
     try:
-        success = json.loads(([line for line in evals if line.strip()] or ["{}"])[-1]).get(
-            "success_rate")
-    except (ValueError, AttributeError):
-        success = None
-    try:
-        graphs = short(json.loads((run / STEP_RECORD).read_text()))
-    except (OSError, ValueError):
+        graphs = short(_json(run / STEP_RECORD))
+    except (OSError, ValueError, AttributeError):
         graphs = "-"
     return [run.relative_to(root), spec.get("task"), spec.get("object"), spec.get("algo"),
-            "%d/%s" % (step, spec.get("steps")), latest[1].name if latest else "-", state,
-            graphs, "-" if success is None else "%.3f" % success]
+            "%d/%d" % (step, target), latest[1].name if latest else "-", state, graphs,
+            "-" if success is None else "%.3f" % float(success)]
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """``mapush runs [DIR]`` (#38 item 11): one line per run with its state, read from the
 record, the checkpoints, the lock, phases.log and eval.jsonl, and nothing written."""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -70,6 +71,42 @@ def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
     proc = run_mapush(["runs", "runs/go1push_mid"], env=double_env(), cwd=tmp_path)
     assert [line for line in proc.stdout.splitlines()
             if "running" in line.split()[0]][0].split()[-3] == "crashed"
+
+
+def test_one_damaged_run_is_one_line_and_the_others_are_listed(tmp_path):
+    """#50: a record of the wrong shape, numbers that are not numbers, and a FIFO where a
+    file should be (config.json, phases.log, a checkpoint's meta.json) each make their run
+    one "damaged record" line and one line on stderr, never a traceback or a hang."""
+    make_run(tmp_path, "good", 400, [400], ["start", "shutdown"], [0.5])
+    make_run(tmp_path, "spec-is-5", 400, [], record='{"spec": 5}')
+    make_run(tmp_path, "steps-abc", 400, [], record='{"spec": {"steps": "abc"}}')
+    make_run(tmp_path, "steps-inf", 400, [], record='{"spec": {"steps": Infinity}}')
+    make_run(tmp_path, "success-text", 400, [400], evals=["high"])
+    fifo_config = make_run(tmp_path, "fifo-config", 400, [])
+    (fifo_config / "config.json").unlink()
+    os.mkfifo(str(fifo_config / "config.json"))
+    fifo_phases = make_run(tmp_path, "fifo-phases", 400, [200])
+    (fifo_phases / "phases.log").unlink()
+    os.mkfifo(str(fifo_phases / "phases.log"))
+    fifo_meta = make_run(tmp_path, "fifo-meta", 400, [200])
+    (fifo_meta / "checkpoints" / "rl_model_200_steps" / "meta.json").unlink()
+    os.mkfifo(str(fifo_meta / "checkpoints" / "rl_model_200_steps" / "meta.json"))
+    started = time.monotonic()
+    proc = run_mapush(["runs"], env=double_env(), cwd=tmp_path, timeout=60)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:]
+             for line in proc.stdout.splitlines()[1:-1]}
+    assert found["good"][3:] == ["400/400", "rl_model_400_steps", "done", "-", "0.500"]
+    damaged = ["spec-is-5", "steps-abc", "steps-inf", "success-text", "fifo-config"]
+    for name in damaged:
+        assert found[name][-4:-2] == ["damaged", "record"], (name, found[name])
+    warned = [line for line in proc.stderr.splitlines() if "damaged record" in line]
+    assert len(warned) == len(damaged), proc.stderr
+    # an unreadable phases.log or meta.json is what a crash or a torn checkpoint leaves
+    assert found["fifo-phases"][-3] == "crashed"
+    assert found["fifo-meta"][3:5] == ["0/400", "-"]
+    assert proc.stdout.splitlines()[-1] == "8 run(s) under runs"
 
 
 def test_runs_of_a_missing_folder_is_one_line(tmp_path):

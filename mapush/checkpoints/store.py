@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mapush.errors import MapushError, UsageError
 from mapush.common.atomic import disk_full, fsync_path, fsync_tree, write_json
+from mapush.common.files import read_regular
 from mapush.common.hashing import sha256
 
 META = "meta.json"
@@ -94,7 +95,7 @@ def refuse_damaged(path: Path, meta: Dict[str, Any], what: str) -> Path:
 
 def read_meta(path: Path) -> Optional[Dict[str, Any]]:
     try:
-        meta = json.loads((Path(path) / META).read_text())
+        meta = json.loads(read_regular(Path(path) / META))
     except (OSError, ValueError):
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):

@@ -5,6 +5,8 @@ import os
 import time
 from typing import Any, Dict, List
 
+from mapush.common.files import read_regular
+
 PHASE_ENV = "MAPUSH_PHASE_FILE"
 # In the order a run reaches them; the names are printed in crash diagnoses.
 PHASES = ("start", "create_sim", "terrain", "envs", "prepare_sim", "first_step",
@@ -32,8 +34,7 @@ def mark(phase: str) -> None:
 def read_phases(path: str) -> List[str]:
     """Phases recorded in ``path``, oldest first (empty when the file is missing)."""
     try:
-        with open(path) as fh:
-            lines = fh.read().splitlines()
-    except OSError:
+        lines = read_regular(path).splitlines()
+    except (OSError, ValueError):  # missing, not a regular file (a FIFO), not text
         return []
     return [line.split(" ", 1)[1] for line in lines if " " in line]
