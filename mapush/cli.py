@@ -17,6 +17,7 @@ from mapush import __version__, schema
 from mapush.checkpoints.command_net import PUBLISHED_COMMAND_NET, command_net_from_args
 from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
+from mapush.diagnostics import step_check
 from mapush.errors import MapushError, UsageError
 from mapush.eval import check_fits
 from mapush.objects import ConfigReadError, check_object_name, read_object_facts, read_object_name
@@ -96,7 +97,8 @@ CONSTANTS = {
     "DEFAULT_CHECKPOINT_INTERVAL": DEFAULT_CHECKPOINT_INTERVAL, "CALCULATOR_SEED": CALCULATOR_SEED,
     "MID_NUM_ENVS": TRAIN_NUM_ENVS[MID], "UPPER_NUM_ENVS": TRAIN_NUM_ENVS[UPPER],
     "CALCULATOR_NUM_ENVS": CALCULATOR_NUM_ENVS, "PUBLISHED_COMMAND_NET": PUBLISHED_COMMAND_NET,
-    "SMOKE_NUM_ENVS": SMOKE_NUM_ENVS, "TWO_ALGOS": ",".join(ALGOS[:2]), "trainers": ", ".join(
+    "SMOKE_NUM_ENVS": SMOKE_NUM_ENVS, "CHECK_STEP_ENVS": step_check.ENVS,
+    "CHECK_STEP_STEPS": step_check.STEPS, "TWO_ALGOS": ",".join(ALGOS[:2]), "trainers": ", ".join(
         "%s via %s" % ("/".join(a.upper() for a in t.algos), t.label.split()[0]) for t in TRAINERS),
 }  # type: Dict[str, Any]
 

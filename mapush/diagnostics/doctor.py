@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mapush.diagnostics import gpu as gpu_facts, physx_budget
+from mapush.diagnostics import gpu as gpu_facts, physx_budget, step_check
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
 from mapush.errors import ISAACGYM_HINT, MapushError
@@ -87,6 +87,9 @@ class Options:
     rl_device: str = "cuda:0"
     object: Optional[str] = None
     video: bool = False
+    check_step: bool = False
+    check_step_envs: int = step_check.ENVS
+    check_step_steps: int = step_check.STEPS
 
     @property
     def gpus(self) -> List[int]:
@@ -398,7 +401,34 @@ def run_checks(opts: Options, facts: Optional[GpuFacts] = None,
         checks.append(check(opts, state))
     if opts.video:
         checks.append(check_rendering(opts, facts))
+    if opts.check_step:
+        checks.append(check_step(opts, facts, checks))
     return checks, facts
+
+
+def check_step(opts: Options, facts: Optional[GpuFacts], checks: List[Check]) -> Check:
+    """MQE's fast step against upstream's on this machine (mapush/diagnostics/step_check.py)."""
+    blocking = [c.name for c in checks if c.status == FAIL]
+    if blocking:
+        return Check("step", SKIP, "not run: %s failed" % ", ".join(blocking))
+    index = device_index(opts.sim_device)
+    dev = facts.device(index) if facts is not None and index is not None else None
+    machine = {"gpu": dev.name if dev else opts.sim_device,
+               "driver": facts.driver_version if facts else None,
+               "torch": facts.torch_version if facts else None}
+    print("doctor: checking MQE's fast step against upstream's on %s (three short "
+          "simulations)..." % opts.sim_device, file=sys.stderr, flush=True)
+    record = step_check.run(opts.sim_device, machine, obj=opts.object or "cuboid",
+                            envs=opts.check_step_envs, steps=opts.check_step_steps)
+    if record.get("passed") is None:
+        return Check("step", FAIL, step_check.line(record), "mapush doctor (the other checks) "
+                     "says what is missing")
+    if record["passed"]:
+        return Check("step", OK, step_check.line(record))
+    return Check("step", FAIL, step_check.line(record),
+                 "train with upstream's step (PPO: --set mqe_fast_step=false; HARL: --set "
+                 "env.mqe_fast_step=false) and report this line; the verdict is in %s"
+                 % step_check.cache_file(record["key"]))
 
 
 def failed(checks: List[Check]) -> List[Check]:
@@ -434,7 +464,10 @@ def preflight(spec: RunSpec) -> List[Check]:
 
 def main(args: Any) -> int:
     opts = Options(num_envs=args.num_envs, sim_device=args.sim_device, rl_device=args.rl_device,
-                   object=getattr(args, "object", None), video=getattr(args, "video", False))
+                   object=getattr(args, "object", None), video=getattr(args, "video", False),
+                   check_step=getattr(args, "check_step", False),
+                   check_step_envs=getattr(args, "check_step_envs", step_check.ENVS),
+                   check_step_steps=getattr(args, "check_step_steps", step_check.STEPS))
     checks, facts = run_checks(opts)
     if getattr(args, "json", False):
         print(json.dumps(report(checks, facts, opts), indent=2, sort_keys=True, default=str))

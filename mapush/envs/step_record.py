@@ -5,63 +5,16 @@ step (the same results, slower) when a capture fails. Which happened is part of 
 :func:`watch` waits the few steps the captures take, then writes ``<run>/step.json`` and
 says one line on stderr, before the first progress line; ``mapush runs`` and the report
 read the file."""
-import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from mapush.common.atomic import write_json
+from mapush.sim import graph_report
 
 STEP_RECORD = "step.json"
-# the graphs: where each lives (the mid wrapper, or MQE's env under it), its attribute, and
-# the env's method that says whether this task's path allows it (08: not with pushed robots
-# or received goals, as the high level's; 09: only the actuator net's control)
-GRAPHS = (("07", False, "_graph", None), ("08", True, "_core_graph", "_core_graph_allowed"),
-          ("09", True, "_torques_graph", "_torques_graph_allowed"))
 # 07 captures on the 2nd step, 08 on its 2nd call, 09 on its 9th (4 physics substeps a step)
 SETTLED_AFTER = 5
-
-
-def _plain(failure: str) -> str:
-    """``what failed (in which function)`` from a patch's record of a failed capture: its
-    first line names the graph, the rest is the exception's traceback."""
-    text = failure.partition("\n")[2]
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    syncing = re.search(r"synchroniz|stream is capturing|not permitted", text, re.I)
-    kind = "a host sync or copy inside the capture" if syncing else (lines or ["?"])[-1]
-    script = text.partition("Traceback of TorchScript")[2]
-    if script:  # the outermost TorchScript function (Isaac Gym's torch_utils, say)
-        frames = re.findall(r", in (\w+)\s*$", script, re.M)[:1]
-    else:  # the innermost frame in MQE's code
-        frames = [name for path, name in re.findall(r'File "([^"]+)", line \d+, in (\w+)', text)
-                  if "/mqe/" in path][-1:]
-    return kind + (" (%s)" % frames[0] if frames else "")
-
-
-def graph_report(env: Any) -> Dict[str, str]:
-    """``{graph: state}`` of the patches' graphs in this env: ``captured``, ``waiting`` (not
-    captured yet), ``eager: <why>`` or ``off: <what failed>``; a graph that is not in this
-    tree or task (the high level has no mid wrapper) is left out."""
-    report = {}
-    for name, inner, attr, allowed in GRAPHS:
-        layer = getattr(env, "env", None) if inner else env
-        attrs = getattr(layer, "__dict__", {})
-        if "graph_step" not in attrs:
-            continue
-        failure = attrs.get("_graph_failure")
-        if attrs.get(attr) is not None:
-            report[name] = "captured"
-        elif not attrs.get("fast_step", True):
-            report[name] = "eager: mqe_fast_step is false"
-        elif failure:
-            report[name] = "off: " + _plain(failure)
-        elif not attrs["graph_step"]:
-            report[name] = "eager: no CUDA graphs on the CPU pipeline"
-        elif allowed and not getattr(layer, allowed)():
-            report[name] = "eager: this task's path is not capturable"
-        else:
-            report[name] = "waiting"
-    return report
 
 
 def describe(report: Dict[str, str]) -> str:

@@ -1,0 +1,69 @@
+"""``mapush doctor --check-step`` (mapush/diagnostics/step_check.py) over real MQE and the
+Isaac Gym stand-in: three children (the fast step, upstream's, upstream's again) from one
+seed, compared step by step; the verdict on one line with its cost, cached for the machine.
+On the CPU no CUDA graph is captured, so what is compared here is the fast step's eager
+code; benchmarks/README.md has the check on an H100 with the graphs."""
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import real_env, run_mapush
+
+pytestmark = pytest.mark.real_mqe
+
+SIZE = ["--check-step-envs", 4, "--check-step-steps", 40]
+
+
+def doctor(real, tmp, tree=None):
+    env = real_env(dict(real, tree=tree or real["tree"]), MAPUSH_CACHE_DIR=tmp / "cache")
+    return run_mapush(["doctor", "--check-step", "--sim-device", "cpu", "--rl-device", "cpu"]
+                      + SIZE, env, cwd=tmp, timeout=600)
+
+
+def verdict(tmp):
+    files = list((tmp / "cache" / "step-check").glob("*.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+def step_line(proc, status):
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[%s]" % status)
+             and line.split()[1] == "step"]
+    assert len(lines) == 1, proc.stdout + proc.stderr[-3000:]
+    return lines[0]
+
+
+def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, tmp_path):
+    proc = doctor(real_mqe, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    line = step_line(proc, "ok")
+    assert "the fast step equals upstream's over 40 steps at 4 envs" in line
+    assert line.rstrip().endswith(" s")  # its cost
+    record = verdict(tmp_path)
+    assert record["passed"] is True and record["first_difference"] is None
+    assert record["physx_repeats_itself"] is True  # the stand-in's physics is deterministic
+    assert record["graphs"] == dict.fromkeys(["07", "08", "09"],
+                                             "eager: no CUDA graphs on the CPU pipeline")
+    assert record["machine"]["patches"]  # the key covers the patches applied
+
+
+def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path):
+    """A fast step that differs from upstream's (here the Euler angles of patch 07's
+    get_euler_xyz_in_graph, off by 1e-3 rad in yaw) fails the check, named in one line
+    with the first array and step that differ, and the fix."""
+    tree = tmp_path / "MAPush"
+    shutil.copytree(str(real_mqe["tree"]), str(tree), symlinks=True)
+    math = tree / "mqe" / "utils" / "math.py"
+    good = "    return roll % (2 * np.pi), pitch % (2 * np.pi), yaw % (2 * np.pi)\n"
+    assert math.read_text().count(good) == 1
+    math.write_text(math.read_text().replace(good, good.replace("yaw %", "(yaw + 1e-3) %")))
+    proc = doctor(real_mqe, tmp_path, tree)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    line = step_line(proc, "fail")
+    assert "the fast step differs from upstream's: obs at step 0" in line
+    assert "--set mqe_fast_step=false" in line
+    record = verdict(tmp_path)
+    assert record["passed"] is False
+    assert record["first_difference"]["array"] == "obs"
+    assert record["first_difference"]["step"] == 0
