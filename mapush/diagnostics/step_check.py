@@ -38,8 +38,9 @@ def trace(job: Dict[str, Any]) -> Dict[str, Any]:
     import torch
 
     from mapush.spec import MID, RunSpec
+    from mapush.trainers import DEFAULT_ALGO
 
-    spec = RunSpec(algo="ppo", task=MID, object=job["object"], num_envs=job["envs"], steps=1,
+    spec = RunSpec(algo=DEFAULT_ALGO, task=MID, object=job["object"], num_envs=job["envs"], steps=1,
                    seed=SEED, run_dir=job["run_dir"], sim_device=job["device"],
                    rl_device=job["device"])
     env, _ = sim.make_env(spec, fast_step=job["fast_step"])
