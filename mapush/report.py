@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run
 from mapush.common.atomic import writable, write_text
+from mapush.common.files import read_regular
 from mapush.envs.step_record import STEP_RECORD
 from mapush.errors import UsageError
 from mapush.eval import read_evaluated
@@ -142,7 +143,7 @@ def build(run: Path, out: Path) -> Path:
     videos = sorted((run / "videos").glob("*.mp4")) if (run / "videos").is_dir() else []
     summary = run_summary(run_config)
     try:  # which of MQE's step graphs the run replayed (mapush/envs/step_record.py)
-        summary.append(["MQE's step", json.loads((run / STEP_RECORD).read_text())["line"]])
+        summary.append(["MQE's step", json.loads(read_regular(run / STEP_RECORD))["line"]])
     except (OSError, ValueError, KeyError, TypeError):
         summary.append(["MQE's step", "not recorded (the run stopped before its 5th step, or "
                         "predates the record)"])

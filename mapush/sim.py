@@ -223,6 +223,8 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
 # or received goals, as the high level's; 09: only the actuator net's control)
 GRAPHS = (("07", False, "_graph", None), ("08", True, "_core_graph", "_core_graph_allowed"),
           ("09", True, "_torques_graph", "_torques_graph_allowed"))
+
+
 def _plain(failure: str) -> str:
     """``what failed (in which function)`` from a patch's record of a failed capture: its
     first line names the graph, the rest is the exception's traceback."""

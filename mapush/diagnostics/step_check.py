@@ -6,9 +6,9 @@ A as shipped (the fast step, graphs on), B with ``mqe_fast_step`` false (upstrea
 C = B again, which measures PhysX's own run-to-run spread. Each records, every step, the
 observations, rewards, dones, ``finished_buf``, the joints' positions and the robots' and
 NPCs' root states. A passes where it equals B (within float32 rounding: RTOL, ATOL below)
-wherever B equals C, and stays within B-C's spread where they part. The verdict, its cost and A's graphs (which were captured) are
-printed and cached per machine (GPU, driver, image, patches), under ``MAPUSH_CACHE_DIR``
-(default ``~/.cache/mapush``)."""
+wherever B equals C, and stays within B-C's spread where they part. The verdict, its cost
+and A's graphs (which were captured) are printed and cached per machine (GPU, driver, torch,
+image, patches), under ``MAPUSH_CACHE_DIR`` (default ``~/.cache/mapush``)."""
 import hashlib
 import json
 import os
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from mapush.common.atomic import write_json
 from mapush.proc import Supervisor
@@ -64,18 +64,20 @@ def trace(job: Dict[str, Any]) -> Dict[str, Any]:
                             ("root_states", inner.root_states),
                             ("root_states_npc", inner.root_states_npc)):
             found[name].append(value.detach().cpu().numpy().copy())
-    np.savez(job["out"], **{name: np.stack(values) for name, values in found.items()})
-    return {"graphs": sim.graph_report(env), "resets": int(np.stack(found["done"]).sum())}
+    stacked = {name: np.stack(values) for name, values in found.items()}
+    np.savez(job["out"], **stacked)
+    return {"graphs": sim.graph_report(env), "resets": int(stacked["done"].sum())}
 
 
 # --------------------------------------------------------------------------- parent
 def machine_key(facts: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
-    """The cache key of this machine and stack: GPU, driver, image digest, patches applied."""
+    """The cache key of this machine and stack: GPU, driver, torch (whose TorchScript fuser
+    decides Isaac Gym's rounding), image digest, patches applied."""
     from mapush.provenance import provenance
 
     patches = [{"component": p.get("component"), "patches": p.get("patches")}
                for p in provenance().get("patches", []) if isinstance(p, dict)]
-    what = {"gpu": facts.get("gpu"), "driver": facts.get("driver"),
+    what = {"gpu": facts.get("gpu"), "driver": facts.get("driver"), "torch": facts.get("torch"),
             "image": os.environ.get("MAPUSH_IMAGE_DIGEST"), "patches": patches}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:16], what
@@ -84,14 +86,6 @@ def machine_key(facts: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
 def cache_file(key: str) -> Path:
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mapush")
     return root / "step-check" / ("%s.json" % key)
-
-
-def cached(key: str) -> Optional[Dict[str, Any]]:
-    try:
-        record = json.loads(cache_file(key).read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) and "passed" in record else None
 
 
 def compare(a: Dict[str, Any], b: Dict[str, Any], c: Dict[str, Any]) -> Dict[str, Any]:
