@@ -1,13 +1,10 @@
 """The ``mapush`` command (contract: docs/cli.md). (docs/architecture.md, "Modules")."""
 import argparse
-import atexit
 import importlib
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -24,7 +21,7 @@ from mapush.objects import ConfigReadError, check_object_name, read_object_facts
 from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
-from mapush.spec import CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
+from mapush.spec import config_with_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
     check_upper_object, default_run_dir
 
@@ -264,35 +261,6 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         command_net=command_net)
     schema.check("run", spec.to_dict(), "mapush train", options=True)
     return spec, None
-
-
-def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
-    """``--set KEY=VALUE`` over ``--config``'s YAML, as one file the run copies into its
-    overrides.yaml. KEY is dotted into sections (a leading ``<algo>.`` is dropped); VALUE is
-    read as JSON, else YAML: ``1e-4``, ``true``, ``[128, 128]``, ``FP``."""
-    try:
-        merged = (yaml.safe_load(Path(config).read_text()) or {}) if config else {}
-    except yaml.YAMLError as exc:
-        raise UsageError("--config %s: not YAML (%s)" % (config, " ".join(str(exc).split())))
-    for item in sets:
-        key, sep, text = item.partition("=")
-        parts = [part for part in key.strip().split(".") if part]
-        parts = parts[1:] if parts[:1] == [algo] and len(parts) > 1 else parts
-        node = merged
-        for part in parts[:-1]:
-            node = node.setdefault(part, {}) if isinstance(node, dict) else None
-        if not sep or not parts or not isinstance(node, dict):
-            raise UsageError("--set %r is not KEY=VALUE into the config's sections (e.g. --set "
-                             "lr=1e-4, --set env.state_type=FP)" % item)
-        try:
-            node[parts[-1]] = json.loads(text)
-        except ValueError:
-            node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
-    folder = tempfile.mkdtemp(prefix="mapush-set-")
-    atexit.register(shutil.rmtree, folder, True)
-    path = Path(folder) / "set-and-config.yaml"  # OpenRL reads only *.yaml
-    path.write_text(yaml.safe_dump(merged))
-    return str(path)
 
 
 # Each command's module, imported only when it runs; each has ``main(args) -> int``.

@@ -1,11 +1,17 @@
 """The run spec: every option of ``mapush train`` validated into one immutable record.
 
 How it works: docs/architecture.md, "Modules"."""
+import atexit
+import json
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Type, TypeVar
+
+import yaml
 
 from mapush.errors import UsageError
 
@@ -151,3 +157,32 @@ def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
     if len(set(values)) != len(values):
         raise UsageError("%s: %r names a value twice" % (option, raw))
     return values
+
+
+def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
+    """``--set KEY=VALUE`` over ``--config``'s YAML, as one file the run copies into its
+    overrides.yaml. KEY is dotted into sections (a leading ``<algo>.`` is dropped); VALUE is
+    read as JSON, else YAML: ``1e-4``, ``true``, ``[128, 128]``, ``FP``."""
+    try:
+        merged = (yaml.safe_load(Path(config).read_text()) or {}) if config else {}
+    except yaml.YAMLError as exc:
+        raise UsageError("--config %s: not YAML (%s)" % (config, " ".join(str(exc).split())))
+    for item in sets:
+        key, sep, text = item.partition("=")
+        parts = [part for part in key.strip().split(".") if part]
+        parts = parts[1:] if parts[:1] == [algo] and len(parts) > 1 else parts
+        node = merged
+        for part in parts[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else None
+        if not sep or not parts or not isinstance(node, dict):
+            raise UsageError("--set %r is not KEY=VALUE into the config's sections (e.g. --set "
+                             "lr=1e-4, --set env.state_type=FP)" % item)
+        try:
+            node[parts[-1]] = json.loads(text)
+        except ValueError:
+            node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
+    folder = tempfile.mkdtemp(prefix="mapush-set-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = Path(folder) / "set-and-config.yaml"  # OpenRL reads only *.yaml
+    path.write_text(yaml.safe_dump(merged))
+    return str(path)

@@ -225,7 +225,7 @@ def test_cli_text_one_line_per_check_and_exit_status(tmp_path, healthy):
 def test_preflight_raises_on_a_failing_check(healthy, monkeypatch):
     spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=8, steps=10, seed=1,
                    run_dir="unused", sim_device="cpu", rl_device="cpu")
-    assert not doctor.failed(doctor.preflight(spec))
+    assert not doctor.failed(doctor.preflight(spec)[0])
     monkeypatch.setattr(doctor, "probe_isaacgym", lambda: (None, "no module named isaacgym"))
     with pytest.raises(MapushError, match="preflight failed: isaacgym"):
         doctor.preflight(spec)

@@ -48,7 +48,7 @@ def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, t
     assert record["machine"]["patches"]  # the key covers the patches applied
 
 
-def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path):
+def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch):
     """A fast step that differs from upstream's (here the Euler angles of patch 07's
     get_euler_xyz_in_graph, off by 1e-3 rad in yaw) fails the check, named in one line
     with the first array and step that differ, and the fix."""
@@ -67,3 +67,20 @@ def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path):
     assert record["passed"] is False
     assert record["first_difference"]["array"] == "obs"
     assert record["first_difference"]["step"] == 0
+    # `mapush train`'s gate reads this machine's verdict: the run's fast step off, in the
+    # overrides.yaml the trainer reads (tests/test_real_mqe_train.py: the key runs upstream's
+    # step); the gate runs on GPUs, so device_index stands "cpu" in
+    from mapush import trainers
+    from mapush.run import train
+    from mapush.spec import RunSpec
+
+    monkeypatch.setenv("MAPUSH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MAPUSH_PATCH_RECORDS", str(real_mqe["records"]))
+    monkeypatch.setenv("MAPUSH_ROOT", str(tree))
+    monkeypatch.setattr(train, "device_index", lambda device: 0)
+    spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=4, steps=1000,
+                   seed=1, run_dir=str(tmp_path / "run"), sim_device="cpu", rl_device="cpu")
+    spec, step = train.check_step(spec, None, preflight=True)
+    assert step["ran"] is True and step["passed"] is False and step["fast_step"] is False
+    assert step["key"] == record["key"]  # the doctor's verdict, not a new check
+    assert trainers.config_value("ppo", spec.config, "mqe_fast_step") is False

@@ -411,11 +411,7 @@ def check_step(opts: Options, facts: Optional[GpuFacts], checks: List[Check]) ->
     blocking = [c.name for c in checks if c.status == FAIL]
     if blocking:
         return Check("step", SKIP, "not run: %s failed" % ", ".join(blocking))
-    index = device_index(opts.sim_device)
-    dev = facts.device(index) if facts is not None and index is not None else None
-    machine = {"gpu": dev.name if dev else opts.sim_device,
-               "driver": facts.driver_version if facts else None,
-               "torch": facts.torch_version if facts else None}
+    machine = step_check.machine(opts.sim_device, facts)
     print("doctor: checking MQE's fast step against upstream's on %s (three short "
           "simulations)..." % opts.sim_device, file=sys.stderr, flush=True)
     record = step_check.run(opts.sim_device, machine, obj=opts.object or "cuboid",
@@ -445,12 +441,12 @@ class PreflightError(MapushError):
     exit_code = 3
 
 
-def preflight(spec: RunSpec) -> List[Check]:
-    """The doctor's checks for a run: warnings go to stderr, a failure raises
-    :class:`PreflightError` (after the failing checks are printed)."""
+def preflight(spec: RunSpec) -> Tuple[List[Check], Optional[GpuFacts]]:
+    """The doctor's checks for a run, and the GPU facts they read: warnings go to stderr, a
+    failure raises :class:`PreflightError` (after the failing checks are printed)."""
     opts = Options(num_envs=spec.num_envs, sim_device=spec.sim_device, rl_device=spec.rl_device,
                    object=spec.object)
-    checks, _facts = run_checks(opts)
+    checks, facts = run_checks(opts)
     for check in checks:
         if check.status in (WARN, FAIL):
             print("mapush: preflight " + check.line(), file=sys.stderr)
@@ -459,7 +455,23 @@ def preflight(spec: RunSpec) -> List[Check]:
         raise PreflightError("preflight failed: %s (details above; 'mapush doctor --num-envs %d' "
                              "rechecks; --no-preflight skips at your own risk)"
                              % (", ".join(c.name for c in bad), spec.num_envs))
-    return checks
+    return checks, facts
+
+
+def step_verdict(device: str, facts: Optional[GpuFacts]) -> Dict[str, Any]:
+    """This machine's verdict on MQE's fast step, for a new run on ``device`` (a GPU): the
+    cached one, or, the first time for this GPU, driver, torch, image and patches, the
+    check's (``mapush doctor --check-step``), run now while other runs wait for it."""
+    machine = step_check.machine(device, facts)
+    key, _what = step_check.machine_key(machine)
+    with step_check.held(key):
+        record = step_check.cached(key)
+        if record is None:
+            print("mapush: the first run on this GPU with this stack: checking MQE's fast step "
+                  "against upstream's once (three short simulations; `mapush doctor "
+                  "--check-step` reruns it)...", file=sys.stderr, flush=True)
+            record = step_check.run(device, machine)
+    return dict(record, cache=str(step_check.cache_file(key)))
 
 
 def main(args: Any) -> int:

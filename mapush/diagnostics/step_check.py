@@ -9,6 +9,8 @@ NPCs' root states. A passes where it equals B (within float32 rounding: RTOL, AT
 wherever B equals C, and stays within B-C's spread where they part. The verdict, its cost
 and A's graphs (which were captured) are printed and cached per machine (GPU, driver, torch,
 image, patches), under ``MAPUSH_CACHE_DIR`` (default ``~/.cache/mapush``)."""
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -16,9 +18,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from mapush.common.atomic import write_json
+from mapush.common.files import read_regular
+from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.proc import Supervisor
 
 ENVS, STEPS, SEED, ACTION_SEED = 64, 150, 3, 7
@@ -70,6 +74,15 @@ def trace(job: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- parent
+def machine(device: str, facts: Optional[GpuFacts]) -> Dict[str, Any]:
+    """What the verdict holds for: the GPU of ``device``, the driver, torch."""
+    index = device_index(device)
+    dev = facts.device(index) if facts is not None and index is not None else None
+    return {"gpu": dev.name if dev else device,
+            "driver": facts.driver_version if facts else None,
+            "torch": facts.torch_version if facts else None}
+
+
 def machine_key(facts: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
     """The cache key of this machine and stack: GPU, driver, torch (whose TorchScript fuser
     decides Isaac Gym's rounding), image digest, patches applied."""
@@ -86,6 +99,31 @@ def machine_key(facts: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
 def cache_file(key: str) -> Path:
     root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mapush")
     return root / "step-check" / ("%s.json" % key)
+
+
+def cached(key: str) -> Optional[Dict[str, Any]]:
+    """This machine's verdict (passed or failed) from an earlier check; None when there is
+    none or it cannot be read (the check then runs again)."""
+    try:
+        record = json.loads(read_regular(cache_file(key)))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("passed"), bool) \
+        else None
+
+
+@contextlib.contextmanager
+def held(key: str) -> Iterator[None]:
+    """One check of a machine at a time: runs that start together (a sweep's cells) wait for
+    the first one's verdict instead of each running their own."""
+    path = cache_file(key).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path), "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def compare(a: Dict[str, Any], b: Dict[str, Any], c: Dict[str, Any]) -> Dict[str, Any]:

@@ -18,7 +18,9 @@ from mapush.checkpoints.store import latest_checkpoint, read_meta
 from mapush.common.atomic import DISK_FULL, writable, write_json, write_text
 from mapush.common.clock import now
 from mapush.common.hashing import sha256
-from mapush.diagnostics.doctor import preflight as run_preflight
+from mapush.diagnostics.doctor import preflight as run_preflight, step_verdict
+from mapush.diagnostics.gpu import GpuFacts, device_index
+from mapush.diagnostics.step_check import line as step_line
 from mapush.errors import MapushError, UsageError
 from mapush.objects import mapush_root, object_config_path
 from mapush.proc import Supervisor, signal_name
@@ -26,7 +28,7 @@ from mapush.provenance import provenance, warn_if_incomplete
 from mapush.run.crash import PHASE_LOG, report_crash
 from mapush.run.lock import RunLock
 from mapush.run.resume import holds_run
-from mapush.spec import UPPER, RunSpec
+from mapush.spec import UPPER, RunSpec, config_with_sets
 
 UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
@@ -59,7 +61,44 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
 OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.yaml)
 
 
-def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None) -> Tuple[Path, RunSpec]:
+def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool
+               ) -> Tuple[RunSpec, Dict[str, Any]]:
+    """A new run on a GPU with MQE's fast step on (patches/mapush/06-09) runs it only where
+    this machine's verdict passed (``mapush doctor --check-step``, cached per machine, run
+    here the first time). A failed verdict turns it off for the run, with the trainer's key
+    set false in its overrides.yaml; a verdict that could not be reached leaves it on. The
+    record (config.json's ``step_check``) says which, and why."""
+    key = trainers.FAST_STEP_KEY[spec.trainer]
+    if not trainers.config_value(spec.algo, spec.config, key):
+        return spec, {"ran": False, "fast_step": False,
+                      "line": "not needed: %s is false in the run's config" % key}
+    if device_index(spec.sim_device) is None:
+        return spec, {"ran": False, "fast_step": True,
+                      "line": "not run: no CUDA graphs on the CPU pipeline"}
+    if not preflight:
+        return spec, {"ran": False, "fast_step": True, "line": "not run: --no-preflight"}
+    verdict = step_verdict(spec.sim_device, facts)
+    said = step_line(verdict)
+    found = {"ran": True, "passed": verdict.get("passed"), "line": said, "fast_step": True,
+             "cache": verdict.get("cache"), "checked": verdict.get("checked"),
+             "key": verdict.get("key")}
+    if verdict.get("passed") is False:
+        spec = spec.with_changes(config=config_with_sets(spec.algo, spec.config,
+                                                         ["%s=false" % key]))
+        found.update(fast_step=False, set="%s=false" % key)
+        print("mapush: MQE's fast step is off for this run (%s=false, in its overrides.yaml): "
+              "on this machine %s; slower and right. `mapush doctor --check-step` rechecks"
+              % (key, said), file=sys.stderr)
+    elif verdict.get("passed") is None:
+        print("mapush: warning: MQE's fast step could not be checked here (%s); it stays on"
+              % verdict.get("error"), file=sys.stderr)
+    else:
+        print("mapush: step check (this machine): %s" % said, file=sys.stderr)
+    return spec, found
+
+
+def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None,
+                 step: Optional[Dict[str, Any]] = None) -> Tuple[Path, RunSpec]:
     """``<run_dir>/config.json``: the options and the stack's provenance; a resume appends
     (docs/architecture.md, "Modules")."""
     run_dir = Path(spec.run_dir)
@@ -84,6 +123,8 @@ def write_config(spec: RunSpec, record: Optional[Dict[str, Any]] = None) -> Tupl
            "start": {"steps": spec.steps, "num_envs": spec.num_envs}}  # type: Dict[str, Any]
     if overrides:
         new["config_override"] = overrides
+    if step is not None:
+        new["step_check"] = step
     if spec.command_net:
         new["command_net"] = {"path": spec.command_net, "sha256": sha256(spec.command_net)}
     if spec.init_from:
@@ -208,13 +249,17 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
     """``mapush train`` in the parent: checks, run folder, child, exit status
     (docs/architecture.md, "Modules")."""
     schema.environ()  # the MAPUSH_* numbers, before anything else
+    facts = None  # type: Optional[GpuFacts]
     if preflight:
-        run_preflight(spec)
+        facts = run_preflight(spec)[1]
     check_spec(spec, record)
+    step = None
+    if record is None:
+        spec, step = check_step(spec, facts, preflight)
     lock = open_run(spec, record)
     try:
         try:
-            config_path, spec = write_config(spec, record)
+            config_path, spec = write_config(spec, record, step)
         except OSError as exc:
             if exc.errno in DISK_FULL:
                 raise MapushError("disk full (%s) while writing %s: the previous one is "

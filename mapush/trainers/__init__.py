@@ -51,3 +51,22 @@ def episode_length(algo: str) -> int:
     top level in OpenRL's ppo.yaml, under ``train`` in HARL's)."""
     config = yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text()) or {}
     return int(config.get("episode_length") or config["train"]["episode_length"])
+
+
+# The config key that runs MQE's step as upstream ships it instead of the fast step
+# (patches/mapush/06-09): top level in OpenRL's ppo.yaml, under ``env`` in HARL's configs.
+FAST_STEP_KEY = {"openrl": "mqe_fast_step", "harl": "env.mqe_fast_step"}
+_MISSING = object()
+
+
+def config_value(algo: str, config: Any, key: str) -> Any:
+    """The dotted ``key`` of a run's trainer config: from ``config`` (the run's --config and
+    --set YAML) where it sets it, else from the shipped configs/<algo>.yaml; None if neither."""
+    sources = ([Path(config)] if config else []) + [CONFIG_DIR / ("%s.yaml" % algo)]
+    for source in sources:
+        node = yaml.safe_load(source.read_text()) or {}  # type: Any
+        for part in key.split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:
+            return node
+    return None
