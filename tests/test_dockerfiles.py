@@ -352,7 +352,7 @@ def test_selfcheck_on_real_patched_openrl_and_harl(upstream, tmp_path):
     assert "error: check_smoke: AssertionError: no smoke stages at MAPUSH_SMOKE_TESTS=" \
         in proc.stderr
     proc = _selfcheck(dict(env, MAPUSH_SMOKE_TESTS=str(REPO / "tests" / "gpu")))
-    assert "ok: mapush smoke: 7 stages collected from %s" % (REPO / "tests" / "gpu") \
+    assert "ok: mapush smoke: 8 stages collected from %s" % (REPO / "tests" / "gpu") \
         in proc.stderr, proc.stderr
     patched.write_text("edited by hand\n")
     proc = _selfcheck(env)

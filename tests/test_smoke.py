@@ -18,7 +18,8 @@ import pytest
 from mapush.smoke import MARKER, prepare_workdir
 from mapush.events import read_scalars
 from tests.gpu import test_stages as smoke_stages
-from tests.gpu.conftest import (FAILED, PASSED, SKIPPED, TIMEOUTS, UPDATES, ChildRecord, Smoke,
+from tests.gpu.conftest import (FAILED, PASSED, SKIPPED, TIMEOUTS, UPDATES, ChildRecord,
+                                ChildResult, Smoke,
                                 StageFailure, episode_length, group_members)
 from tests.gpu.test_stages import GPU_GROWTH_BOUND, HOST_GROWTH_BOUND, memory_growth
 from tests.conftest import REPO, double_env, run_mapush
@@ -362,6 +363,31 @@ def _child(stage, returncode, **kw):
                        returncode=returncode, **kw)
 
 
+def test_the_step_stage_fails_with_the_check_line_and_its_fix(tmp_path):
+    """The stage runs `mapush doctor --check-step` with the smoke run's devices and envs, and
+    fails with the check's own line when the fast step differs from upstream's."""
+    ctx = Smoke(tmp_path, "cuda:0", "cuda:0", {"num_envs": 64})
+    seen = []
+    check = {"name": "step", "status": "fail", "message": "the fast step differs from "
+             "upstream's: dof_pos at step 3 (12 elements, by up to 0.0012; graphs 07 captured)",
+             "fix": "train with upstream's step (PPO: --set mqe_fast_step=false; ...)"}
+
+    def run_child(argv, label=None, **kw):
+        seen.append([str(a) for a in argv])
+        out = json.dumps({"ok": False, "checks": [{"name": "gpu", "status": "ok"}, check]})
+        return ChildResult(1, out, "", _child("step", 1))
+
+    ctx.run_child = run_child
+    with pytest.raises(StageFailure) as info:
+        smoke_stages.step(ctx)
+    assert str(info.value) == "step: %s (fix: %s)" % (check["message"], check["fix"])
+    argv = seen[0]
+    assert argv[argv.index("--check-step-envs") + 1] == "64"
+    assert argv[argv.index("--sim-device") + 1] == "cuda:0" and "--check-step" in argv
+    check.update(status="ok", message="the fast step equals upstream's", fix=None)
+    assert smoke_stages.step(ctx)["check"]["message"] == "the fast step equals upstream's"
+
+
 def test_the_clean_exit_stage_names_every_unclean_child(tmp_path):
     for algo, last in (("ppo", "shutdown"), ("happo", "training")):
         (tmp_path / algo).mkdir()
@@ -402,7 +428,8 @@ def smoke_env(upstream, tmp_path_factory):
     (records / "mapush.json").write_text(json.dumps(
         {"component": "mapush", "status": "applied",
          "patches": [{"name": "mqe-double", "sha256": "0" * 64}]}))
-    return double_env(upstream, MAPUSH_PATCH_RECORDS=records)
+    return double_env(upstream, MAPUSH_PATCH_RECORDS=records,
+                      MAPUSH_CACHE_DIR=tmp_path_factory.mktemp("cache"))
 
 
 def _smoke(tmp_path, env, *extra):
@@ -417,8 +444,8 @@ def test_smoke_on_the_cpu_double_passes_every_stage(tmp_path, smoke_env):
     result, report, elapsed = _smoke(tmp_path, smoke_env)
     assert result.returncode == 0, result.stderr[-3000:]
     stages = {s["name"]: s for s in report["stages"]}
-    assert list(stages) == ["doctor", "env", "train_ppo", "train_happo", "eval", "memory",
-                            "clean_exit"]
+    assert list(stages) == ["doctor", "env", "step", "train_ppo", "train_happo", "eval",
+                            "memory", "clean_exit"]
     assert all(s["status"] == PASSED for s in stages.values())
     assert report["passed"] is True and report["complete"] is True
     assert (report["sim_device"], report["rl_device"]) == ("cpu", "cpu")
@@ -435,18 +462,20 @@ def test_smoke_on_the_cpu_double_passes_every_stage(tmp_path, smoke_env):
         assert memory["samples"] >= 3 and memory["ok"] is True
         assert (work / algo / "config.json").is_file()
     assert stages["memory"]["details"]["tag"] == "memory/host_rss_mb"
+    assert "the fast step equals upstream's" in stages["step"]["details"]["check"]["message"]
     metrics = stages["eval"]["details"]["metrics"]
     assert 0.0 <= metrics["success_rate"] <= 1.0
     assert stages["eval"]["details"]["checkpoint"] in [
         c["path"] for c in stages["train_ppo"]["details"]["checkpoints"]]
     children = report["children"]
-    assert [c["stage"] for c in children] == ["doctor", "env", "train_ppo", "train_happo", "eval"]
+    assert [c["stage"] for c in children] == ["doctor", "env", "step", "train_ppo",
+                                              "train_happo", "eval"]
     assert all(c["returncode"] == 0 and not c["leftover"] for c in children)
     assert all(Path(tmp_path, c["stderr"]).is_file() for c in children)
     cases, root = _junit(work / "report.json")
     assert set(cases) == set(stages)
     assert not list(root.iter("failure")) and not list(root.iter("skipped"))
-    assert result.stderr.strip().splitlines()[-1].startswith("smoke: passed, 7 stages")
+    assert result.stderr.strip().splitlines()[-1].startswith("smoke: passed, 8 stages")
     print("mapush smoke on the CPU double: %.1f s" % elapsed)
 
 
@@ -458,8 +487,8 @@ def test_an_env_that_crashes_fails_the_env_stage_with_the_phase(tmp_path, smoke_
     assert report["failed_stage"] == "env" and report["failed_stages"] == ["env"]
     assert "SIGSEGV" in stages["env"]["message"] and "create_sim" in stages["env"]["message"]
     assert stages["doctor"]["status"] == PASSED
-    assert all(stages[n]["status"] == SKIPPED for n in ("train_ppo", "train_happo", "eval",
-                                                        "memory", "clean_exit"))
+    assert all(stages[n]["status"] == SKIPPED for n in ("step", "train_ppo", "train_happo",
+                                                        "eval", "memory", "clean_exit"))
     cases, _root = _junit(tmp_path / "runs" / "smoke" / "report.json")
     assert "SIGSEGV" in cases["env"].find("failure").get("message")
     assert result.stderr.strip().splitlines()[-1].startswith(
@@ -467,14 +496,16 @@ def test_an_env_that_crashes_fails_the_env_stage_with_the_phase(tmp_path, smoke_
 
 
 def test_a_device_assert_in_training_fails_the_training_stages(tmp_path, smoke_env):
-    # The env stage takes 20 steps; the double asserts at step 30, inside training.
+    # The env stage takes 20 steps; the double asserts at step 30, inside training (and
+    # inside the step check's simulations, which fail to run).
     env = dict(smoke_env, MQE_DOUBLE_DEVICE_ASSERT="30")
     result, report, _ = _smoke(tmp_path, env)
     stages = {s["name"]: s for s in report["stages"]}
     assert result.returncode == 1
-    assert report["failed_stage"] == "train_ppo"
-    assert report["failed_stages"] == ["train_ppo", "train_happo"]
+    assert report["failed_stage"] == "step"
+    assert report["failed_stages"] == ["step", "train_ppo", "train_happo"]
     assert stages["env"]["status"] == PASSED
+    assert "could not run: child A (fast step) failed" in stages["step"]["message"]
     for name in ("train_ppo", "train_happo"):
         assert "device-side assert" in stages[name]["message"]
     assert all(stages[n]["status"] == SKIPPED for n in ("eval", "memory", "clean_exit"))
@@ -495,7 +526,7 @@ def test_without_gpu_or_isaacgym_smoke_fails_at_the_doctor_stage_quickly(tmp_pat
     failing = [c for c in json.loads(doctor.stdout)["checks"] if c["status"] == "fail"]
     assert result.returncode == 1 and elapsed < 30
     assert report["failed_stage"] == "doctor"
-    assert [s["status"] for s in report["stages"][1:]] == [SKIPPED] * 6
+    assert [s["status"] for s in report["stages"][1:]] == [SKIPPED] * 7
     message = report["stages"][0]["message"]
     assert "isaacgym" in {c["name"] for c in failing}
     for check in failing:  # the doctor's own words, with its fixes

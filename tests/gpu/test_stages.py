@@ -1,5 +1,5 @@
 """The smoke test's stages, one pytest test each, run in this order by ``mapush smoke``:
-doctor, env, train_ppo, train_happo, eval, memory, clean_exit (``conftest.py`` is the
+doctor, env, step, train_ppo, train_happo, eval, memory, clean_exit (``conftest.py`` is the
 plugin: dependencies, time limits, the JSON report).
 
 Every stage that touches Isaac Gym or torch runs the product's own commands in a fresh
@@ -135,6 +135,26 @@ def env(ctx: Smoke) -> Dict[str, Any]:
         raise StageFailure("the env check printed no verdict", stdout_log=result.record.stdout)
     report["phases"] = seen
     return report
+
+
+# -- step -------------------------------------------------------------------------------
+
+def step(ctx: Smoke) -> Dict[str, Any]:
+    """``mapush doctor --check-step --json``: MQE's fast step (patches 06-09, their CUDA
+    graphs) against upstream's step on the smoke run's device, step by step."""
+    result = ctx.run_child(mapush_command(
+        "doctor", "--check-step", "--check-step-envs", ctx.settings["num_envs"], "--json",
+        "--num-envs", ctx.settings["num_envs"], *_devices(ctx)))
+    report = _json_object(result.stdout) or {}
+    found = [c for c in report.get("checks", []) if isinstance(c, dict) and
+             c.get("name") == "step"]
+    if not found:
+        raise _fail_child("mapush doctor --check-step", result)
+    check = found[0]
+    if check.get("status") != "ok":
+        raise StageFailure("step: %s (fix: %s)" % (check.get("message"), check.get("fix")),
+                           check=check)
+    return {"check": check}
 
 
 # -- training ---------------------------------------------------------------------------
@@ -298,6 +318,13 @@ def test_env(smoke: Smoke) -> None:
     smoke.details = env(smoke)
 
 
+@pytest.mark.timeout(TIMEOUTS["step"])
+@pytest.mark.needs("env")
+def test_step(smoke: Smoke) -> None:
+    """mapush doctor --check-step: MQE's fast step equals upstream's on this device"""
+    smoke.details = step(smoke)
+
+
 @pytest.mark.timeout(TIMEOUTS["train_ppo"])
 @pytest.mark.needs("env")
 def test_train_ppo(smoke: Smoke) -> None:
@@ -327,7 +354,7 @@ def test_memory(smoke: Smoke) -> None:
 
 
 @pytest.mark.timeout(TIMEOUTS["clean_exit"])
-@pytest.mark.needs("doctor", "env", "train_ppo", "train_happo", "eval")
+@pytest.mark.needs("doctor", "env", "step", "train_ppo", "train_happo", "eval")
 def test_clean_exit(smoke: Smoke) -> None:
     """every child exited 0 without a signal and left nothing running"""
     smoke.details = clean_exit(smoke)

@@ -158,6 +158,11 @@ class Go1PushMidDouble(object):
         self.collab_envs = _env_list("MQE_DOUBLE_COLLAB_ENVS", n, "none").to(dev)
         self.success_step = int(os.environ.get("MQE_DOUBLE_SUCCESS_STEP", "5"))
         self.finished_buf = torch.zeros(n, dtype=torch.bool, device=dev)
+        # The state arrays `mapush doctor --check-step` traces (legged_robot.py's names); the
+        # double's world does not move, so they stay as set here.
+        self.dof_pos = torch.zeros(n * self.num_agents, 12, device=dev)
+        self.root_states = torch.zeros(n * self.num_agents, 13, device=dev)
+        self.root_states_npc = torch.zeros(n * self.num_npcs, 13, device=dev)
         self.time_out_buf = torch.zeros(n, dtype=torch.bool, device=dev)
         self.reset_buf = torch.ones(n, dtype=torch.long, device=dev)
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
