@@ -411,6 +411,31 @@ TRACED_BUFFERS = ("init_finished_buf", "init_reset_buf", "init_episode_length_bu
                   "last_init_finished_buf", "gait_indices", "foot_indices", "clock_inputs")
 
 
+def case_shadow(n, broken=None):
+    """Child A of ``mapush doctor --check-step`` (step_check.trace, the fast step) with the
+    CUDA graphs emulated on the CPU: the first replays of each graph checked against eager
+    runs of its region. ``broken`` "09" drops ``actions`` from patch 09's carry: its graph
+    then reads the actions it was captured with, a stale input."""
+    import os
+    import tempfile
+
+    from mapush.diagnostics import step_check
+
+    def made(env):
+        for layer in (env, env.env):
+            if "graph_step" in vars(layer):
+                type(layer)._capture = emulated_capture
+                layer.graph_step = True
+        if broken == "09":
+            cls = type(env.env)
+            cls._TORQUES_CARRY = tuple(k for k in cls._TORQUES_CARRY if k != "actions")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        job = {"object": "cuboid", "envs": n, "steps": 30, "device": "cpu", "fast_step": True,
+               "run_dir": tmp, "out": os.path.join(tmp, "A.npz")}
+        return step_check.trace(job, made)
+
+
 CASES = {
     "contact_pairs": case_contact_pairs,
     "devices_mid": lambda n: case_devices(n, "go1push_mid"),
@@ -422,6 +447,8 @@ CASES = {
     "trace_upper": lambda n: case_trace(n, "go1push_upper", "cuboid"),
     "capture_join": case_capture_join,
     "euler": case_euler,
+    "shadow": case_shadow,
+    "shadow_broken_09": lambda n: case_shadow(n, "09"),
 }
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ import shutil
 
 import pytest
 
+from mapush.diagnostics import step_check
+
 from tests.conftest import real_env, run_mapush
+from tests.test_real_mqe_patches import probe
 
 pytestmark = pytest.mark.real_mqe
 
@@ -84,3 +87,24 @@ def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch)
     assert step["ran"] is True and step["passed"] is False and step["fast_step"] is False
     assert step["key"] == record["key"]  # the doctor's verdict, not a new check
     assert trainers.config_value("ppo", spec.config, "mqe_fast_step") is False
+
+
+def test_the_first_replays_of_each_graph_equal_an_eager_run_and_a_stale_input_does_not(
+        real_mqe):
+    """Child A checks the first replays of each graph against an eager run of its region on
+    the same state (graphs emulated on the CPU, tests/real_mqe_probe.py): equal as shipped;
+    with 09 reading the actions it was captured with, its first replay differs, whatever
+    upstream's run would say."""
+    proc, good = probe(real_mqe, "shadow", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert good["graphs"] == dict.fromkeys(["07", "08", "09"], "captured")
+    assert good["replays_checked"] == dict.fromkeys(["07", "08", "09"],
+                                                    step_check.SHADOW_REPLAYS)
+    assert good["replay_difference"] is None
+    proc, bad = probe(real_mqe, "shadow_broken_09", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = bad["replay_difference"]
+    # its capture and first three replays share one step's actions; the fourth is a new step
+    assert (found["graph"], found["replay"]) == ("09", 4) and found["elements"] > 0
+    record = {"passed": False, "replay_difference": found, "graphs": bad["graphs"]}
+    assert step_check.line(record).startswith("graph 09's replay 4 differs from an eager run")

@@ -39,9 +39,137 @@ RTOL, ATOL = 1e-5, 1e-6
 
 
 # --------------------------------------------------------------------------- child
-def trace(job: Dict[str, Any]) -> Dict[str, Any]:
+# In A, the first replays of each captured graph also run its region eagerly on the same
+# state (cloned first, restored after) and the two results are compared: a stale input or a
+# race shows there whatever PhysX does. The RNG state is restored too, so A's run is the
+# run it would have been without the check. 07 and 08 replay once a step, 09 once a physics
+# substep (4 a step): 12 replays span 3 steps of 09, whose first replays share the step (and
+# so the actions) of its capture.
+SHADOW_REPLAYS = 12
+GRAPH_KEYS = {"_core_graph": "08", "_torques_graph": "09"}  # LeggedRobot._graphed's keys
+
+
+class Shadow(object):
+    """Wraps the graphed entry points of an env's layers (the mid wrapper's 07, MQE's env's
+    08 and 09) so that their first ``replays`` replays are each compared with an eager run
+    of the same region on the same state. ``found``: the first difference, if any."""
+
+    def __init__(self, env: Any, replays: int = SHADOW_REPLAYS) -> None:
+        self.layers = [layer for layer in (env, getattr(env, "env", None)) if layer is not None]
+        self.left = dict.fromkeys(("07", "08", "09"), replays)
+        self.found = None  # type: Optional[Dict[str, Any]]
+        attrs = vars(env)
+        if "_graphed_step_tail" in dir(env) and "graph_step" in attrs:  # patch 07
+            graphed = env._graphed_step_tail
+            env._graphed_step_tail = lambda *a: self.check(
+                "07", attrs.get("_graph") is not None, lambda: env._step_tail(*a),
+                lambda: graphed(*a))
+        inner = getattr(env, "env", None)
+        if inner is not None and "_graphed" in dir(inner):  # patches 08 and 09
+            region = inner._graphed
+
+            def checked(key: str, *rest: Any) -> Any:
+                return self.check(GRAPH_KEYS.get(key, key), getattr(inner, key, None) is not None,
+                                  rest[1], lambda: region(key, *rest))
+            inner._graphed = checked
+
+    @property
+    def checked(self) -> Dict[str, int]:
+        return {k: SHADOW_REPLAYS - v for k, v in self.left.items()}
+
+    def check(self, graph: str, captured: bool, eager: Any, replay: Any) -> Any:
+        if not captured or self.left.get(graph, 0) <= 0:
+            return replay()
+        self.left[graph] -= 1
+        import torch
+
+        saved = [(layer, dict(vars(layer)), self._values(layer)) for layer in self.layers]
+        rng = torch.get_rng_state(), (torch.cuda.get_rng_state_all()
+                                      if torch.cuda.is_available() else None)
+        expected = (eager(), [self._values(layer) for layer in self.layers])
+        for layer, bindings, values in saved:  # the state the eager run found, back
+            vars(layer).clear()
+            vars(layer).update(bindings)
+            self._put(bindings, values)
+        torch.set_rng_state(rng[0])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state_all(rng[1])
+        result = replay()
+        got = (result, [self._values(layer) for layer in self.layers])
+        if self.found is None:
+            self.found = self._first_difference(graph, [v for _, _, v in saved], expected, got)
+        return result
+
+    @staticmethod
+    def _values(layer: Any) -> Dict[Tuple[str, Any], Any]:
+        """Clones of a layer's tensors and of the tensors and numbers in its dicts."""
+        import torch
+
+        out = {}  # type: Dict[Tuple[str, Any], Any]
+        for name, value in vars(layer).items():
+            if isinstance(value, torch.Tensor):
+                out[(name, None)] = value.detach().clone()
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    if isinstance(item, torch.Tensor):
+                        out[(name, key)] = item.detach().clone()
+                    elif isinstance(item, (int, float)) and not isinstance(item, bool):
+                        out[(name, key)] = item
+        return out
+
+    @staticmethod
+    def _put(bindings: Dict[str, Any], values: Dict[Tuple[str, Any], Any]) -> None:
+        import torch
+
+        with torch.no_grad():
+            for (name, key), value in values.items():
+                if key is None:
+                    bindings[name].copy_(value)
+                elif isinstance(value, torch.Tensor) and isinstance(bindings[name].get(key),
+                                                                   torch.Tensor):
+                    bindings[name][key].copy_(value)
+                else:
+                    bindings[name][key] = value
+
+    def _first_difference(self, graph: str, before: List[Dict[Tuple[str, Any], Any]],
+                          expected: Any, got: Any) -> Optional[Dict[str, Any]]:
+        """The region's result and what its eager run changed (a tensor a graph's output
+        merely aliases, as ``torques`` does 09's, changes on replay only, and is left out)."""
+        import torch
+
+        def changed(old: Any, new: Any) -> bool:
+            if isinstance(old, torch.Tensor) and isinstance(new, torch.Tensor):
+                return old.shape != new.shape or old.dtype != new.dtype or \
+                    not torch.equal(old, new)
+            return old is not new and old != new
+
+        pairs = [("result[%d]" % i, e, g) for i, (e, g) in enumerate(
+            zip(*(r if isinstance(r, tuple) else (r,) for r in (expected[0], got[0]))))]
+        for b_layer, e_layer, g_layer in zip(before, expected[1], got[1]):
+            pairs += [(name if key is None else "%s[%s]" % (name, key), value, g_layer[(name, key)])
+                      for (name, key), value in e_layer.items() if (name, key) in g_layer
+                      and ((name, key) not in b_layer or changed(b_layer[(name, key)], value))]
+        for name, e, g in pairs:
+            if not isinstance(e, torch.Tensor) and not isinstance(g, torch.Tensor):
+                continue
+            e, g = (torch.as_tensor(x).detach().cpu().double() for x in (e, g))
+            if e.shape != g.shape:
+                return {"graph": graph, "replay": SHADOW_REPLAYS - self.left[graph], "array": name,
+                        "elements": -1, "max_abs_diff": float("inf")}
+            off = ~torch.isclose(e, g, rtol=RTOL, atol=ATOL, equal_nan=True)
+            if bool(off.any()):
+                return {"graph": graph, "replay": SHADOW_REPLAYS - self.left[graph], "array": name,
+                        "elements": int(off.sum()),
+                        "max_abs_diff": float((e - g).abs()[off].nan_to_num(float("inf")).max())}
+        return None
+
+
+def trace(job: Dict[str, Any], made: Any = None) -> Dict[str, Any]:
     """One variant's run: ``job["steps"]`` steps from one seed with seeded actions (drawn on
-    the CPU, then moved), each step's arrays into ``job["out"]`` (.npz)."""
+    the CPU, then moved), each step's arrays into ``job["out"]`` (.npz); with the fast step,
+    the first replays of each graph checked against eager runs (:class:`Shadow`). ``made``,
+    if given, is called with the env once it exists (the tests emulate CUDA graphs on the
+    CPU there)."""
     from mapush import sim
 
     sim.import_isaacgym()
@@ -55,6 +183,9 @@ def trace(job: Dict[str, Any]) -> Dict[str, Any]:
                    seed=SEED, run_dir=job["run_dir"], sim_device=job["device"],
                    rl_device=job["device"])
     env, _ = sim.make_env(spec, fast_step=job["fast_step"])
+    if made is not None:
+        made(env)
+    shadow = Shadow(env) if job["fast_step"] else None
     inner = env.env
     gen = torch.Generator().manual_seed(ACTION_SEED)
     env.reset()
@@ -70,7 +201,9 @@ def trace(job: Dict[str, Any]) -> Dict[str, Any]:
             found[name].append(value.detach().cpu().numpy().copy())
     stacked = {name: np.stack(values) for name, values in found.items()}
     np.savez(job["out"], **stacked)
-    return {"graphs": sim.graph_report(env), "resets": int(stacked["done"].sum())}
+    return {"graphs": sim.graph_report(env), "resets": int(stacked["done"].sum()),
+            "replays_checked": shadow.checked if shadow else {},
+            "replay_difference": shadow.found if shadow else None}
 
 
 # --------------------------------------------------------------------------- parent
@@ -176,8 +309,11 @@ def run(device: str, facts: Dict[str, Any], obj: str = "cuboid", envs: int = ENV
             with np.load(job["out"]) as data:
                 traces[name] = {k: data[k] for k in data.files}
     first = compare(traces["A"], traces["B"], traces["C"])
-    record = {"passed": first["array"] is None, "first_difference": first
-              if first["array"] else None, "graphs": results["A"]["graphs"],
+    replayed = results["A"].get("replay_difference")
+    record = {"passed": first["array"] is None and replayed is None, "first_difference": first
+              if first["array"] else None, "replay_difference": replayed,
+              "replays_checked": results["A"].get("replays_checked"),
+              "graphs": results["A"]["graphs"],
               "resets": results["A"]["resets"], "envs": envs, "steps": steps, "object": obj,
               "device": device, "seconds": round(time.monotonic() - started, 1),
               "physx_repeats_itself": first["spread_steps"] == 0, "key": key,
@@ -196,10 +332,19 @@ def line(record: Dict[str, Any]) -> str:
     captured = [k for k, v in graphs.items() if v == "captured"]
     where = "graphs %s captured" % ", ".join(captured) if captured else \
         "no step graph captured"
+    checked = sorted(k for k, v in (record.get("replays_checked") or {}).items() if v)
+    if checked:
+        where += ", each of the first replays of %s equal to its eager run" % ", ".join(checked)
     if record["passed"]:
         return ("the fast step equals upstream's over %d steps at %d envs (%s; %d episode "
                 "ends) in %.0f s" % (record["steps"], record["envs"], where, record["resets"],
                                      record["seconds"]))
+    replayed = record.get("replay_difference")
+    if replayed:
+        return ("graph %s's replay %d differs from an eager run of its region on the same "
+                "state: %s (%d elements, by up to %.3g): a stale input or a race in the graph"
+                % (replayed["graph"], replayed["replay"], replayed["array"],
+                   replayed["elements"], replayed["max_abs_diff"]))
     diff = record["first_difference"]
     return ("the fast step differs from upstream's: %s at step %d (%d elements, by up to %.3g; "
             "%s)" % (diff["array"], diff["step"], diff["elements"], diff["max_abs_diff"], where))
