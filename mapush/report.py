@@ -210,6 +210,11 @@ def run_summary(run_config: Dict[str, Any]) -> List[List[Any]]:
              for label, pin, dist in _STACK_ROWS]
     rows += [["patches", "; ".join(patches) or None],
              ["not recorded", "; ".join(provenance.get("incomplete", [])) or None]]
+    check = run_config.get("step_check")  # mapush/run/train.py: check_step
+    if isinstance(check, dict):
+        rows.append(["fast-step check", "%s%s" % (check.get("line"), "" if check.get(
+            "fast_step", True) else " (so this run trains with upstream's step: %s)"
+            % (check.get("set") or "its config's"))])
     return rows
 
 

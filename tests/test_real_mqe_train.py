@@ -78,6 +78,9 @@ def test_ppo_trains_each_object_over_real_mqe(real_mqe, tmp_path, obj):
     assert UPSTREAM_STEP not in proc.stderr
     assert json.loads((run / "openrl_config.json").read_text())["mqe_fast_step"] is True
     assert_step_recorded(run, proc, "eager: no CUDA graphs on the CPU pipeline")
+    # the fast-step check runs before a GPU run only; the record says why not here
+    assert recorded(run)["step_check"] == {"ran": False, "fast_step": True,
+                                           "line": "not run: no CUDA graphs on the CPU pipeline"}
 
 
 def assert_step_recorded(run, proc, state):

@@ -456,6 +456,18 @@ def test_the_report_shows_what_the_run_recorded():
     old = dict(record)
     del old["start"]
     assert "not recorded" in dict(run_summary(old))["started"]
+    assert "fast-step check" not in rows  # a run from before the check
+    # the check's verdict for the run (mapush/run/train.py: check_step), and what it did
+    failed = dict(record, step_check={"ran": True, "passed": False, "fast_step": False,
+                                      "set": "mqe_fast_step=false",
+                                      "line": "the fast step differs from upstream's: ..."})
+    assert dict(run_summary(failed))["fast-step check"] == (
+        "the fast step differs from upstream's: ... (so this run trains with upstream's step: "
+        "mqe_fast_step=false)")
+    cpu = dict(record, step_check={"ran": False, "fast_step": True,
+                                   "line": "not run: no CUDA graphs on the CPU pipeline"})
+    assert dict(run_summary(cpu))["fast-step check"] == \
+        "not run: no CUDA graphs on the CPU pipeline"
 
 
 def test_make_resume_passes_no_make_default_and_train_points_at_it(tmp_path):
