@@ -411,6 +411,31 @@ TRACED_BUFFERS = ("init_finished_buf", "init_reset_buf", "init_episode_length_bu
                   "last_init_finished_buf", "gait_indices", "foot_indices", "clock_inputs")
 
 
+def case_walk(n, scale=1.0):
+    """The action path end to end: ``scale`` times seeded commands in [-1, 1] per agent, env
+    1 given env 0's with the agents' order reversed, 40 steps; then each robot's base
+    velocity in its own frame (x, y, yaw rate), the commands after the mid wrapper's 0.5
+    scale, and env 0's last observations and rewards."""
+    env, _ = sim.make_env(spec(num_envs=n, seed=3))
+    agents = env.num_agents
+    gen = torch.Generator().manual_seed(5)
+    command = (torch.rand(n, agents, 3, generator=gen) * 2 - 1) * scale
+    command[1] = command[0].flip(0)
+    env.reset()
+    dones = 0
+    for _ in range(40):
+        obs, reward, done, _info = env.step(command)
+        dones += int(done.sum())
+    root = env.env.root_states.view(n, agents, 13)
+    qx, qy, qz, qw = root[..., 3:7].unbind(-1)
+    yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
+    vx, vy = root[..., 7], root[..., 8]
+    body = torch.stack([vx * torch.cos(yaw) + vy * torch.sin(yaw),
+                        -vx * torch.sin(yaw) + vy * torch.cos(yaw), root[..., 12]], -1)
+    return {"velocity": body.tolist(), "command": (command * 0.5).tolist(), "dones": dones,
+            "obs": obs[0].tolist(), "reward": reward[0].tolist()}
+
+
 def case_shadow(n, broken=None):
     """Child A of ``mapush doctor --check-step`` (step_check.trace, the fast step) with the
     CUDA graphs emulated on the CPU: the first replays of each graph checked against eager
@@ -448,6 +473,8 @@ CASES = {
     "capture_join": case_capture_join,
     "euler": case_euler,
     "shadow": case_shadow,
+    "walk": case_walk,
+    "walk_still": lambda n: case_walk(n, 0.0),
     "shadow_broken_09": lambda n: case_shadow(n, "09"),
 }
 

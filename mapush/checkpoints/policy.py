@@ -2,12 +2,10 @@
 
 How it works: docs/architecture.md, "Modules"."""
 import hashlib
-import inspect
-import pickle
-import types
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from mapush.checkpoints import unpickle
 from mapush.checkpoints.store import read_meta, refuse_damaged
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
@@ -47,15 +45,6 @@ def checkpoint_sha256(checkpoint: Any) -> str:
     return digest.hexdigest()
 
 
-def _torch_load(path: Path, device: Any, **kwargs: Any) -> Any:
-    import torch
-
-    # OpenRL pickles the whole module; torch >= 2.6 refuses that unless asked explicitly.
-    if "weights_only" in inspect.signature(torch.load).parameters:
-        kwargs["weights_only"] = False
-    return torch.load(str(path), map_location=device, **kwargs)
-
-
 def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) -> Any:
     """The whole OpenRL module in ``checkpoint``; what cannot be read is one UsageError
     (docs/architecture.md, "Modules")."""
@@ -65,7 +54,9 @@ def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) 
                          "module.pt" % (what, checkpoint, MODULE_FILE))
     refuse_damaged(path.parent, read_meta(path.parent) or {}, what)
     try:
-        module = _lenient_load(path) if lenient else _torch_load(path, device)
+        module = _lenient_load(path, what) if lenient else unpickle.load(path, device, what)
+    except UsageError:
+        raise
     except ImportError as exc:
         missing = getattr(exc, "name", None) or str(exc)
         raise UsageError("%s %s: unpickling it needs the module %s, which is missing here "
@@ -107,19 +98,8 @@ class _Stand(object):
             self.__dict__["_state"] = state
 
 
-def _lenient_pickle() -> Any:
-    class Unpickler(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> Any:
-            try:
-                return super().find_class(module, name)
-            except (ImportError, AttributeError):
-                return type(name, (_Stand,), {"__module__": "mapush.stand." + module})
-
-    module = types.ModuleType("mapush_lenient_pickle")
-    module.Unpickler = Unpickler  # type: ignore[attr-defined]
-    module.load = pickle.load  # type: ignore[attr-defined]
-    module.__name__ = "pickle"  # torch.load checks pickle_module for the weights-only path
-    return module
+def _stand_in(module: str, name: str) -> Any:
+    return type(name, (_Stand,), {"__module__": "mapush.stand." + module})
 
 
 def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
@@ -139,30 +119,17 @@ def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
     return None
 
 
-def _lenient_load(file: Path) -> Any:
-    """``torch.load`` with the lenient unpickler, on torch 1.x too
-    (docs/architecture.md, "Modules")."""
-    import torch
-
-    if int(torch.__version__.split(".")[0]) >= 2:
-        return _torch_load(file, "cpu", pickle_module=_lenient_pickle())
-    from torch import serialization
-
-    with open(str(file), "rb") as fh:
-        if not serialization._is_zipfile(fh):  # the legacy format: same replacement
-            fh.seek(0)
-            return serialization._legacy_load(fh, "cpu", _lenient_pickle(), encoding="utf-8")
-        with serialization._open_zipfile_reader(fh) as archive:
-            return serialization._load(archive, "cpu", _lenient_pickle(), encoding="utf-8")
+def _lenient_load(file: Path, what: str) -> Any:
+    """The allowlist's ``torch.load`` (:mod:`mapush.checkpoints.unpickle`) with stand-ins for
+    the allowed classes that cannot be imported here (docs/architecture.md, "Modules")."""
+    return unpickle.load(file, "cpu", what, stand_in=_stand_in)
 
 
 def input_dim(checkpoint: Any) -> int:
     """The obs dim a checkpoint's policy takes, read without openrl or Isaac Gym."""
-    import torch
-
     path = Path(checkpoint)
     if kind(path) == "harl":
-        state = torch.load(str(path / HARL_ACTOR), map_location="cpu")
+        state = unpickle.load(path / HARL_ACTOR, "cpu", str(path))
         for name, tensor in state.items():
             if name.endswith("weight") and tensor.dim() == 2:
                 return int(tensor.shape[1])
@@ -171,7 +138,9 @@ def input_dim(checkpoint: Any) -> int:
     if not file.is_file():
         raise UsageError("%s: not a checkpoint (no %s, no %s)" % (path, MODULE_FILE, HARL_ACTOR))
     try:
-        module = _lenient_load(file)
+        module = _lenient_load(file, str(file))
+    except UsageError:
+        raise
     except Exception as exc:  # noqa: BLE001 - not a pickled module at all
         raise UsageError("%s: cannot read it (%s: %s)" % (file, type(exc).__name__,
                                                           str(exc).splitlines()[0]))

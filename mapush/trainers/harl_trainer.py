@@ -15,6 +15,7 @@ from mapush import schema
 from mapush.errors import UsageError
 from mapush.common import phases
 from mapush.common.atomic import write_json
+from mapush.checkpoints import unpickle
 from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext, start_wandb, training_videos
 from mapush.run.watchdog import MemoryWatchdog
@@ -211,13 +212,11 @@ def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
 def restore_checkpoint(runner: Any, path: Path, device: Any, optimizers: bool = True) -> None:
     """Load what :func:`save_checkpoint` wrote (models, value normaliser and, unless
     ``optimizers`` is False as for ``--init-from``, optimizers)."""
-    import torch
-
     def load(name: str) -> Any:
         if not (path / name).is_file():
             raise UsageError("%s has no %s: a checkpoint of another algorithm or agent count"
                              % (path, name))
-        return torch.load(str(path / name), map_location=device)
+        return unpickle.load(path / name, device, "--resume" if optimizers else "--init-from")
 
     for i, actor in enumerate(runner.actor):
         actor.actor.load_state_dict(load("actor_agent%d.pt" % i))
@@ -369,7 +368,7 @@ def harl_actors(checkpoint_dir: Any, device: Any) -> Tuple[List[Any], Dict[str, 
     args = dict(config["algo_args"]["model"], **config["algo_args"]["algo"])
     actors = []
     for i in range(len(list(path.glob("actor_agent*.pt")))):
-        state = torch.load(str(path / ("actor_agent%d.pt" % i)), map_location=device)
+        state = unpickle.load(path / ("actor_agent%d.pt" % i), device, "--checkpoint")
         obs_dim = next(t.shape[1] for n, t in state.items() if n.endswith("weight") and t.dim() == 2)
         act_dim = next(t.shape[0] for n, t in state.items() if n.endswith("fc_mean.weight"))
         actor = ALGO_REGISTRY[config["main_args"]["algo"]](

@@ -31,26 +31,41 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 WTW = os.path.join("mqe", "utils", "locomotion_checkpoints", "walk_these_ways")
 BODY = os.path.join(WTW, "body_latest.jit")
 MARK = "STANDIN.json"
-BODY_SEED = 20240101
+# walk-these-ways' body reads the command from the newest 70-dim frame of its 2,100-dim
+# history (go1.py:101 appends the frame; go1.py:66-67 write its columns 3-5: lin_vel_x and
+# lin_vel_y times obs_scales.lin_vel 2.0, the yaw rate times obs_scales.ang_vel 0.25,
+# go1_config.py:142-143), then the adaptation module's 2-dim latent (go1.py:409-410).
+COMMAND = slice(2030 + 3, 2030 + 6)
+# Joint actions per scaled command (+g on one joint of a pair, -g on the other): a joint's
+# target moves by action_scale 0.25 times its action (go1.py:331-337; the hips, halved, are
+# not used), and the stand-in physics reads the base's velocity as the pair's difference,
+# 1 m/s or rad/s per rad (tests/standin/isaacgym/gymapi.py: WALK_JOINTS). The difference is
+# 0.25 * 2g * (2.0 v) = v for g = 1, and 0.25 * 2g * (0.25 w) = w for g = 8.
+WALK_GAINS = {0: ((2, 1.0), (5, -1.0)),   # lin_vel_x: FL_calf - FR_calf
+              1: ((8, 1.0), (11, -1.0)),  # lin_vel_y: RL_calf - RR_calf
+              2: ((1, 8.0), (4, -8.0))}   # yaw rate: FL_thigh - FR_thigh
 
 
 def write_body(path):
-    """The stand-in locomotion body, scripted, written atomically."""
+    """The stand-in locomotion body, scripted, written atomically: walk-these-ways' interface
+    ((N, 2102) -> (N, 12) joint actions), whose actions set the joints that the stand-in
+    physics turns into the base's velocity, so the base follows the commanded velocity."""
     import torch
 
-    gen = torch.Generator().manual_seed(BODY_SEED)
-    sizes = [2102, 512, 256, 128, 12]
-    layers = []
-    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-        linear = torch.nn.Linear(n_in, n_out)
-        with torch.no_grad():
-            bound = 1.0 / n_in ** 0.5
-            linear.weight.copy_(torch.rand(n_out, n_in, generator=gen) * 2 * bound - bound)
-            linear.bias.copy_(torch.rand(n_out, generator=gen) * 2 * bound - bound)
-        layers.append(linear)
-        if i < len(sizes) - 2:
-            layers.append(torch.nn.ELU())
-    body = torch.jit.script(torch.nn.Sequential(*layers).eval())
+    class Body(torch.nn.Module):
+        def __init__(self, gains):
+            super().__init__()
+            self.register_buffer("gains", gains)
+
+        def forward(self, x):
+            return torch.matmul(x[:, 2033:2036], self.gains)
+
+    gains = torch.zeros(3, 12)
+    for row, pairs in WALK_GAINS.items():
+        for col, gain in pairs:
+            gains[row, col] = gain
+    assert (COMMAND.start, COMMAND.stop) == (2033, 2036)
+    body = torch.jit.script(Body(gains).eval())
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     os.close(fd)
     torch.jit.save(body, tmp)
@@ -81,9 +96,10 @@ def prepare(src, dest, pristine=False):
         body = os.path.join(tree, BODY)
         if not os.path.isfile(body) or os.path.getsize(body) < 1024:
             write_body(body)
-            stood_in[BODY] = ("a seeded TorchScript MLP 2102-512-256-128-12 with ELU, the "
-                              "interface of walk-these-ways' body (tests/standin/"
-                              "prepare_tree.py); the snapshot lacks the real one")
+            stood_in[BODY] = ("a TorchScript body with walk-these-ways' interface whose "
+                              "joint actions encode the commanded velocity, which the stand-in "
+                              "physics gives the base (tests/standin/prepare_tree.py); the "
+                              "snapshot lacks the real one")
         os.replace(tree, dest)
     finally:
         shutil.rmtree(work, ignore_errors=True)

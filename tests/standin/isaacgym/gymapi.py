@@ -262,6 +262,28 @@ class Tensor(object):
 _POS, _ROT, _LINVEL, _ANGVEL = slice(0, 3), slice(3, 7), slice(7, 10), slice(10, 13)
 # A DOF's velocity in effort mode: the actuation force over this drag (N*m*s/rad).
 DOF_DRAG = 1.0
+# How a Go1 walks here (not PhysX's contact dynamics): its base moves at the velocity its
+# joints encode, in the base's frame, from the differences of joints whose default angles
+# are equal (go1_config.py's default_joint_angles), 1 m/s or 1 rad/s per rad:
+# x = FL_calf - FR_calf, y = RL_calf - RR_calf, yaw rate = FL_thigh - FR_thigh. The stand-in
+# locomotion body (prepare_tree.py) sets those joints' targets from the command it is given,
+# so a commanded velocity becomes the base's, as walk-these-ways' trained body would make it.
+WALK_JOINTS = ("FL_calf_joint", "FR_calf_joint", "RL_calf_joint", "RR_calf_joint",
+               "FL_thigh_joint", "FR_thigh_joint")
+
+
+def _walkers(actors, device):
+    """(actor rows, (6, walkers) DOF indices of WALK_JOINTS) of the actors that have them."""
+    rows, cols = [], []
+    for row, actor in enumerate(actors):
+        names = list(actor.asset.dof_names)
+        if all(name in names for name in WALK_JOINTS):
+            rows.append(row)
+            cols.append([actor.first_dof + names.index(name) for name in WALK_JOINTS])
+    if not rows:
+        return None
+    return (torch.tensor(rows, device=device, dtype=torch.long),
+            torch.tensor(cols, device=device, dtype=torch.long).t().contiguous())
 
 
 class _Actor(object):
@@ -362,6 +384,7 @@ class Gym(object):
         sim.dof[:, 0] = torch.clamp(sim.dof[:, 0], sim.dof_lower, sim.dof_upper)
         sim.fixed = torch.tensor([a.asset.options.fix_base_link for a in actors],
                                  device=dev, dtype=torch.bool)
+        sim.walk = _walkers(actors, dev)
         sim.body_actor = torch.tensor(
             [i for i, a in enumerate(actors) for _ in range(a.asset.num_bodies)],
             device=dev, dtype=torch.long)
@@ -388,6 +411,15 @@ class Gym(object):
         dof[:, 0] = clamped
         dof[:, 1] = torch.where(clamped == pos, vel, torch.zeros_like(vel))
         root = sim.root
+        if sim.walk is not None:  # each Go1's base at the velocity its joints encode
+            rows, cols = sim.walk
+            joint = dof[:, 0][cols]
+            vx, vy, wz = joint[0] - joint[1], joint[2] - joint[3], joint[4] - joint[5]
+            qx, qy, qz, qw = root[rows][:, _ROT].unbind(-1)
+            yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
+            cos, sin, zero = torch.cos(yaw), torch.sin(yaw), torch.zeros_like(vx)
+            root[rows, 7:13] = torch.stack([vx * cos - vy * sin, vx * sin + vy * cos, zero,
+                                            zero, zero, wz], -1)
         free = (~sim.fixed).float().unsqueeze(-1)
         root[:, _POS] += free * root[:, _LINVEL] * dt
         w = root[:, _ANGVEL] * free

@@ -1,0 +1,130 @@
+"""Loading a checkpoint executes nothing: every ``torch.load`` of a file a user names
+(``module.pt``, HARL's ``actor_agent*.pt``/``critic*.pt``, ``--command-net``) goes through
+:func:`load`, whose unpickler finds only what such files hold: the classes and rebuild
+functions listed in ``ALLOWED``. Anything else (``os.system``, ``builtins.eval``, a class of
+another package) is refused before it is called, as one UsageError naming it.
+
+``ALLOWED`` is what the authors' ``module.pt`` (MAPush's ``results/``, OpenRL 0.2.0 on torch
+1.x) and our own PPO and HARL checkpoints reference, as
+``tests/test_unpickle.py`` records it from the real files, plus the names the same objects
+take under the other stacks (numpy 2's ``numpy._core``, Python 2's ``__builtin__``, torch
+2's ``_rebuild_tensor_v3``, the storages of torch's legacy format). Nothing in it runs code
+of the file's choosing: classes are built from their pickled state, and the functions only
+rebuild tensors, arrays and bytes."""
+import inspect
+import pickle
+import types
+from pathlib import Path
+from typing import Any, Dict, FrozenSet  # noqa: F401 (type comments)
+
+from mapush.errors import UsageError
+
+_OPENRL = {
+    "openrl.modules.ppo_module": ("PPOModule",),
+    "openrl.modules.networks.policy_network": ("PolicyNetwork",),
+    "openrl.modules.networks.value_network": ("ValueNetwork",),
+    "openrl.modules.networks.utils.act": ("ACTLayer",),
+    "openrl.modules.networks.utils.distributions": ("AddBias", "DiagGaussian", "Categorical"),
+    "openrl.modules.networks.utils.mlp": ("MLPBase", "MLPLayer"),
+    "openrl.modules.networks.utils.rnn": ("RNNLayer",),
+    "openrl.modules.networks.utils.popart": ("PopArt",),
+    "openrl.modules.utils.valuenorm": ("ValueNorm",),
+}
+_TORCH = {
+    "torch._utils": ("_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
+                     "_rebuild_parameter", "_rebuild_parameter_with_state"),
+    "torch": ("device", "Size", "float16", "float32", "float64", "bfloat16", "int8", "int16",
+              "int32", "int64", "uint8", "bool", "HalfStorage", "FloatStorage",
+              "DoubleStorage", "BFloat16Storage", "CharStorage", "ShortStorage", "IntStorage",
+              "LongStorage", "ByteStorage", "BoolStorage"),
+    "torch.nn.modules.linear": ("Linear", "Identity"),
+    "torch.nn.modules.container": ("Sequential", "ModuleList", "ModuleDict"),
+    "torch.nn.modules.activation": ("ReLU", "Tanh", "ELU", "LeakyReLU", "Sigmoid", "SiLU"),
+    "torch.nn.modules.normalization": ("LayerNorm",),
+    "torch.nn.modules.rnn": ("GRU", "LSTM"),
+    "torch.optim.adam": ("Adam",),
+}
+_DATA = {
+    "collections": ("OrderedDict", "defaultdict"),
+    "builtins": ("dict", "set", "frozenset", "list", "tuple", "slice", "bytearray", "complex"),
+    "__builtin__": ("dict", "set", "frozenset", "list", "tuple", "slice", "bytearray",
+                    "complex"),
+    "_codecs": ("encode",),  # bytes pickled by protocol 2 (numpy's arrays)
+    "numpy": ("dtype", "ndarray"),
+    "numpy.core.multiarray": ("_reconstruct", "scalar"),
+    "numpy._core.multiarray": ("_reconstruct", "scalar"),
+    "gym.spaces.box": ("Box",),
+    "gym.spaces.discrete": ("Discrete",),
+    "jsonargparse._namespace": ("Namespace",),  # OpenRL's config, in the module it pickles
+    "jsonargparse.namespace": ("Namespace",),
+    "isaacgym._bindings.linux-x86_64.gym_38": ("SimType",),  # the authors' config holds one
+}
+ALLOWED = {module: frozenset(names) for part in (_OPENRL, _TORCH, _DATA)
+           for module, names in part.items()}  # type: Dict[str, FrozenSet[str]]
+
+
+class Refused(pickle.UnpicklingError):
+    """A file asked for something ``ALLOWED`` does not hold."""
+
+
+def allowed(module: str, name: str) -> bool:
+    return name in ALLOWED.get(module, ())
+
+
+def pickle_module(stand_in: Any = None) -> Any:
+    """A ``pickle`` module for ``torch.load(pickle_module=...)`` whose unpickler finds only
+    ``ALLOWED`` names (its ``load``, which torch's legacy format calls, too). ``stand_in``
+    (module, name) -> class, if given, takes the place of an allowed class that cannot be
+    imported here (reading a checkpoint's shapes without openrl or Isaac Gym)."""
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if not allowed(module, name):
+                raise Refused("%s.%s" % (module, name))
+            try:
+                return super().find_class(module, name)
+            except (ImportError, AttributeError):
+                if stand_in is None:
+                    raise
+                return stand_in(module, name)
+
+    def load(file: Any, **kwargs: Any) -> Any:
+        return Unpickler(file, **kwargs).load()
+
+    module = types.ModuleType("mapush_allowlist_pickle")
+    module.Unpickler = Unpickler  # type: ignore[attr-defined]
+    module.load = load  # type: ignore[attr-defined]
+    module.__name__ = "pickle"  # torch.load checks pickle_module for the weights-only path
+    return module
+
+
+def load(path: Any, device: Any, what: str, stand_in: Any = None) -> Any:
+    """``torch.load`` of a file the user named, through the allowlist, on torch 1.x and 2.x
+    alike; a refused name is one UsageError naming it. Torch 1.x's ``torch.load`` replaces
+    any ``pickle_module`` but its weights-only one by ``pickle`` itself
+    (torch/serialization.py: ``load``), so there its readers are called directly."""
+    import torch
+
+    module = pickle_module(stand_in)
+    try:
+        if int(torch.__version__.split(".")[0]) >= 2:
+            kwargs = {"map_location": device, "pickle_module": module}
+            if "weights_only" in inspect.signature(torch.load).parameters:
+                kwargs["weights_only"] = False  # torch >= 2.6: our unpickler decides
+            return torch.load(str(path), **kwargs)
+        from torch import serialization
+
+        with open(str(path), "rb") as fh:
+            if not serialization._is_zipfile(fh):  # the legacy format
+                fh.seek(0)
+                return serialization._legacy_load(fh, device, module, encoding="utf-8")
+            with serialization._open_zipfile_reader(fh) as archive:
+                return serialization._load(archive, device, module, encoding="utf-8")
+    except Refused as exc:
+        raise UsageError(refusal(what, path, exc))
+
+
+def refusal(what: str, path: Any, exc: Exception) -> str:
+    return ("%s %s: refused to load it: it asks for %s, which no checkpoint of OpenRL, HARL or "
+            "MAPush holds (loading a checkpoint never runs code from it; docs/cli.md, "
+            "\"What a checkpoint may hold\")" % (what, Path(str(path)), exc))

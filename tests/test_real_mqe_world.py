@@ -1,0 +1,37 @@
+"""The stand-in world where actions matter (tests/standin/README.md, "Physics"): the mid-level
+actions go through MAPush's real mid wrapper, Go1's command layout and the locomotion body to
+the joints, and each robot's base then moves at the commanded velocity in its own frame."""
+import numpy as np
+import pytest
+
+from tests.test_real_mqe_patches import probe
+
+pytestmark = pytest.mark.real_mqe
+
+
+def test_each_robot_walks_at_its_own_commanded_velocity(real_mqe):
+    proc, moved = probe(real_mqe, "walk", 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert moved["dones"] == 0
+    for env in range(2):
+        for agent, (velocity, command) in enumerate(zip(moved["velocity"][env],
+                                                        moved["command"][env])):
+            # x and y in m/s, the yaw rate in rad/s: the mid wrapper's 0.5 scale, Go1's
+            # command columns and the agents' order, end to end
+            assert velocity == pytest.approx(command, abs=2e-3), (env, agent)
+    # env 1 got env 0's commands in the reverse agent order: its robots move as env 0's, swapped
+    for agent, velocity in enumerate(moved["velocity"][1]):
+        assert velocity == pytest.approx(moved["velocity"][0][-1 - agent], abs=2e-3)
+    assert max(abs(v) for row in moved["command"] for c in row for v in c) > 0.2
+
+
+def test_actions_change_observations_and_rewards(real_mqe):
+    proc, moved = probe(real_mqe, "walk", 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, still = probe(real_mqe, "walk_still", 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(v == pytest.approx([0.0] * 3, abs=1e-4) for env in still["velocity"]
+               for v in env)
+    # env 0's observations (each robot's position and heading among them) and rewards
+    assert np.abs(np.subtract(still["obs"], moved["obs"])).max() > 0.1
+    assert np.abs(np.subtract(still["reward"], moved["reward"])).max() > 1e-4
