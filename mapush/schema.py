@@ -30,7 +30,8 @@ def model(section: str) -> Any:
             kind = List[conint(ge=rule.pop("item_ge"))]  # type: ignore[misc]
         kind = Literal[tuple(choices)] if choices else TYPES.get(kind, kind)
         fields[key.replace(".", "__")] = (Optional[kind] if nullable else kind, Field(None, **rule))
-    return create_model(section, __config__=ConfigDict(strict=section != LAX), **fields)
+    return create_model(section, __config__=ConfigDict(strict=section != LAX,
+                                                       allow_inf_nan=False), **fields)
 
 
 def flat(config: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:

@@ -159,6 +159,17 @@ def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
     return values
 
 
+SET_PREFIX = "mapush-set-"  # the folder of the file --set writes (config_with_sets)
+
+
+def config_label(config: Any) -> str:
+    """How messages name a trainer config file: ``--config PATH``, or ``--set/--config`` for
+    the file :func:`config_with_sets` wrote."""
+    if Path(str(config)).parent.name.startswith(SET_PREFIX):
+        return "--set/--config"
+    return "--config %s" % config
+
+
 def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
     """``--set KEY=VALUE`` over ``--config``'s YAML, as one file the run copies into its
     overrides.yaml. KEY is dotted into sections (a leading ``<algo>.`` is dropped); VALUE is
@@ -181,7 +192,7 @@ def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
             node[parts[-1]] = json.loads(text)
         except ValueError:
             node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
-    folder = tempfile.mkdtemp(prefix="mapush-set-")
+    folder = tempfile.mkdtemp(prefix=SET_PREFIX)
     atexit.register(shutil.rmtree, folder, True)
     path = Path(folder) / "set-and-config.yaml"  # OpenRL reads only *.yaml
     path.write_text(yaml.safe_dump(merged))

@@ -156,7 +156,7 @@ def test_set_overrides_keys_of_either_trainer_and_the_run_records_them(upstream,
     harl = json.loads((happo / "harl_config.json").read_text())
     assert harl["algo_args"]["model"]["hidden_sizes"] == [16, 16]
     assert harl["env_args"]["state_type"] == "FP"
-    for argv, needle in ((["--set", "lr=-1"], "set-and-config.yaml: lr -1.0: input should be "
+    for argv, needle in ((["--set", "lr=-1"], "--set/--config: lr -1: input should be "
                                                "greater than or equal to 0"),
                          (["--set", "lr"], "--set 'lr' is not KEY=VALUE"),
                          (["--algo", "happo", "--set", "model.lr.x=1"],
@@ -172,3 +172,31 @@ def test_set_overrides_keys_of_either_trainer_and_the_run_records_them(upstream,
                                  env=double_env(upstream), cwd=tmp_path))
     assert error.startswith("error: --set: the run was recorded with"), error
     assert (ppo / "config.json").read_text() == before
+
+
+@pytest.mark.parametrize("algo,item,needle", [
+    ("ppo", "seed=3", "--set/--config sets seed, which mapush decides from --seed"),
+    ("ppo", "callbacks=[]", "sets callbacks, which mapush decides from --checkpoint-interval"),
+    ("ppo", "num_agents=3", "sets num_agents, which mapush decides from --object"),
+    ("ppo", 'episode_length="200"', "episode_length '200': input should be a valid integer"),
+    ("ppo", "gamma=nan", "gamma 'nan': input should be a valid number"),
+    ("ppo", "mqe_fast_step=\"no\"", "mqe_fast_step 'no': input should be a valid boolean"),
+    ("happo", "seed.seed=5", "sets seed.seed, which mapush decides from --seed"),
+    ("happo", "train.num_env_steps=5", "sets train.num_env_steps, which mapush decides from "
+                                       "--steps"),
+    ("happo", "train.n_rollout_threads=7", "decides from --num-envs"),
+    ("happo", 'train.episode_length="20"', "train.episode_length '20': input should be a "
+                                           "valid integer"),
+    ("happo", "algo.gamma=.inf", "algo.gamma inf: input should be a finite number"),
+])
+def test_set_and_config_are_checked_strictly(upstream, tmp_path, algo, item, needle):
+    """#50 item 3: a key mapush sets itself is refused with the option that sets it; a
+    number must be a finite number and a string is neither a number nor a boolean, as
+    docs/cli.md says; one line, exit 2, nothing created."""
+    proc = run_mapush(["train", "--algo", algo, "--num-envs", 4, "--steps", 1000, "--run-dir",
+                       tmp_path / "run", "--set", item] + CPU, env=double_env(upstream),
+                      cwd=tmp_path)
+    error = one_error(proc)
+    assert proc.returncode == 2 and needle in error, error
+    assert "mapush-set-" not in error  # the --set file is named as what it is
+    assert not (tmp_path / "run").exists()

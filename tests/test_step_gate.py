@@ -79,7 +79,7 @@ def test_a_failed_verdict_turns_the_fast_step_off_and_the_run_records_it(
         checks, tmp_path, capsys, algo, path):
     checks["passed"] = False
     user = tmp_path / "mine.yaml"
-    user.write_text("seed: 5\n" if algo == "ppo" else "train:\n  n_rollout_threads: 8\n")
+    user.write_text("gamma: 0.98\n" if algo == "ppo" else "train:\n  episode_length: 8\n")
     spec, record = train.check_step(spec_for(tmp_path, algo, str(user)), facts(), True)
     err = capsys.readouterr().err
     assert "MQE's fast step is off for this run" in err and "dof_pos at step 3" in err
@@ -93,8 +93,8 @@ def test_a_failed_verdict_turns_the_fast_step_off_and_the_run_records_it(
     for part in path:
         node = node[part]
     assert node is False  # the key the trainer reads, in the run's own overrides.yaml
-    assert overrides.get("seed", 5) == 5 and overrides.get("train", {}).get(
-        "n_rollout_threads", 8) == 8  # the user's own keys kept
+    assert overrides.get("gamma", 0.98) == 0.98 and overrides.get("train", {}).get(
+        "episode_length", 8) == 8  # the user's own keys kept
     from mapush import trainers
     assert trainers.config_value(algo, spec.config, ".".join(path)) is False
 

@@ -70,3 +70,27 @@ def config_value(algo: str, config: Any, key: str) -> Any:
         if node is not _MISSING:
             return node
     return None
+
+
+# Trainer config keys that mapush sets from its own options (openrl_trainer.openrl_config,
+# harl_trainer.load_config) or that do not apply to MAPush: a --config or --set that gives
+# one is refused, naming what decides it.
+OWNED_KEYS = {
+    "openrl": {"seed": "--seed", "run_dir": "--run-dir", "experiment_name": "--object",
+               "disable_wandb": "--wandb", "log_each_episode": "mapush's own progress line",
+               "callbacks": "--checkpoint-interval (mapush's own checkpoint callback)",
+               "num_agents": "--object (the agents of its config)",
+               "env_num": "--num-envs", "n_rollout_threads": "--num-envs"},
+    "harl": {"seed.seed": "--seed", "seed.seed_specify": "--seed", "device.cuda": "--rl-device",
+             "train.n_rollout_threads": "--num-envs", "train.num_env_steps": "--steps",
+             "train.model_dir": "--resume or --init-from", "logger.log_dir": "--run-dir"},
+}
+
+
+def check_owned(library: str, flat_config: Any, label: str) -> None:
+    """A user config that sets a key of :data:`OWNED_KEYS`: one UsageError naming it."""
+    for key, decider in OWNED_KEYS[library].items():
+        if key in flat_config:
+            raise UsageError("%s sets %s, which mapush decides from %s: leave it out%s"
+                             % (label, key, decider, " and pass %s" % decider.split()[0]
+                                if decider.startswith("--") else ""))

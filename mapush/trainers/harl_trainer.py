@@ -20,7 +20,8 @@ from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext, start_wandb, training_videos
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
-from mapush.spec import RunSpec
+from mapush.spec import RunSpec, config_label
+from mapush.trainers import check_owned
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 HARL_CONFIG = "harl_config.json"
@@ -48,8 +49,8 @@ TEAM_REWARDS = tuple(schema.SCHEMA["harl"]["env.team_reward"]["choices"])
 def _load_yaml(path: Path) -> Dict[str, Any]:
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
-        raise UsageError("--config %s: expected a YAML mapping of sections (train:, model:, "
-                         "algo:, ...), got %s" % (path, type(data).__name__))
+        raise UsageError("%s: expected a YAML mapping of sections (train:, model:, "
+                         "algo:, ...), got %s" % (config_label(path), type(data).__name__))
     return data
 
 
@@ -61,12 +62,12 @@ def merge_overrides(base: Dict[str, Any], override: Dict[str, Any], source: str,
     for key, value in override.items():
         where = prefix + str(key)
         if key not in base:
-            raise UsageError("--config %s: unknown key %r; known here: %s"
-                             % (source, where, ", ".join(sorted(str(k) for k in base))))
+            raise UsageError("%s: unknown key %r; known here: %s" % (
+                config_label(source), where, ", ".join(sorted(str(k) for k in base))))
         if isinstance(base[key], dict):
             if not isinstance(value, dict):
-                raise UsageError("--config %s: %r is a section; give it as a mapping"
-                                 % (source, where))
+                raise UsageError("%s: %r is a section; give it as a mapping"
+                                 % (config_label(source), where))
             merged[key] = merge_overrides(base[key], value, source, where + ".")
         else:
             merged[key] = value
@@ -82,18 +83,15 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     config = _load_yaml(CONFIG_DIR / ("%s.yaml" % spec.algo))
     if spec.config:
         override = _load_yaml(Path(spec.config))
+        check_owned("harl", schema.flat(override), config_label(spec.config))
         config = merge_overrides(config, override, spec.config)
-        for key, cli in (("n_rollout_threads", "--num-envs"), ("num_env_steps", "--steps")):
-            if key in override.get("train", {}):
-                print("mapush: --config sets train.%s; %s decides it" % (key, cli),
-                      file=sys.stderr)
     config = copy.deepcopy(config)
     config["seed"].update(seed_specify=True, seed=int(spec.seed))
     config["device"]["cuda"] = spec.rl_device.startswith("cuda")
     config["train"].update(n_rollout_threads=int(spec.num_envs),
                            num_env_steps=int(spec.steps), model_dir=None)
     config["logger"]["log_dir"] = str(spec.run_dir)
-    schema.check("harl", schema.flat(config), "--config %s" % spec.config)
+    schema.check("harl", schema.flat(config), config_label(spec.config))
     if config["eval"].get("use_eval") or config["render"].get("use_render"):
         raise UsageError("--config %s: eval.use_eval and render.use_render are not supported "
                          "for MAPush; use 'mapush eval --checkpoint'" % spec.config)

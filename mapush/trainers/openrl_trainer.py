@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import numpy as np
+import yaml
 import torch
 
 from openrl.configs.config import create_config_parser
@@ -29,8 +30,8 @@ from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb, \
     training_videos
 from mapush.run.watchdog import MemoryWatchdog
-from mapush.spec import UPPER, RunSpec
-from mapush.trainers import CONFIG_DIR, by_library
+from mapush.spec import UPPER, RunSpec, config_label
+from mapush.trainers import CONFIG_DIR, by_library, check_owned
 
 SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
 # The high level's additions to the recipe (8000-step episodes).
@@ -49,17 +50,22 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     argv = ["--config", str(SHIPPED_CONFIG)]
     if spec.task in TASK_CONFIGS:
         argv += ["--config", str(TASK_CONFIGS[spec.task])]
+    label = config_label(user_config or SHIPPED_CONFIG)
     if user_config:
         if not str(user_config).endswith(".yaml"):
             raise UsageError("--config %s: OpenRL reads only files named *.yaml; rename it"
                              % user_config)
+        raw = yaml.safe_load(Path(user_config).read_text()) or {}
+        if isinstance(raw, dict):  # the user's own values, before OpenRL converts them
+            check_owned("openrl", raw, label)
+            schema.check("openrl", raw, label)
         argv += ["--config", str(user_config)]
     try:
         cfg = parser.parse_args(argv)
     except Exception as exc:  # jsonargparse/argparse errors, YAML errors
-        raise UsageError("--config %s: %s (keys must be options of OpenRL's config parser)"
-                         % (user_config or SHIPPED_CONFIG, " ".join(str(exc).split())[:400]))
-    schema.check("openrl", vars(cfg), "--config %s" % (user_config or SHIPPED_CONFIG))
+        raise UsageError("%s: %s (keys must be options of OpenRL's config parser)"
+                         % (label, " ".join(str(exc).split())[:400]))
+    schema.check("openrl", vars(cfg), label)
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     return cfg
 
