@@ -5,7 +5,6 @@ import argparse
 import importlib.util
 import inspect
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import yaml
 from mapush.checkpoints.command_net import resolve_command_net
 from mapush.checkpoints.policy import checkpoint_sha256, kind, load_module, module_path
 from mapush.checkpoints.source import RUN_CONFIG, describe, refuse_inside_run, resolve
+from mapush.common import outputs
 from mapush.common.atomic import write_json, write_text
 from mapush.common.hashing import sha256
 from mapush.errors import MapushError, UsageError
@@ -177,25 +177,9 @@ def is_export(folder: Path) -> bool:
 
 
 def refuse_foreign_out(out: Path, run: Optional[Path]) -> None:
-    """``--out`` replaces only a previous export (its manifest says so): never a folder of
-    the user's, a run, the working folder or one above it, nor anything reached through a
-    symbolic link (the run's ``export/`` leading out of the run included)."""
-    resolved, here = out.resolve(), Path.cwd().resolve()
-    if out.is_symlink():
-        raise UsageError("--out %s is a symbolic link; pass a folder" % out)
-    if resolved == here or resolved in here.parents:
-        raise UsageError("--out %s is the working folder or one above it; pass a new folder"
-                         % out)
-    if run is not None and run.absolute() in out.absolute().parents \
-            and run.resolve() not in resolved.parents:
-        raise UsageError("--out %s leads out of the run %s through a symbolic link; pass a "
-                         "folder outside it, or remove the link" % (out, run))
-    if out.exists() and not out.is_dir():
-        raise UsageError("--out %s is a file; pass a folder" % out)
-    if out.is_dir() and not is_export(out):
-        raise UsageError("--out %s exists and is no export of mapush export (no policy.json "
-                         "of its own); pass a new folder: an export replaces only a previous "
-                         "export" % out)
+    """``--out`` replaces only a previous export (its policy.json says so)
+    (:mod:`mapush.common.outputs`)."""
+    outputs.refuse_foreign(out, is_export, "mapush export", run)
 
 
 def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
@@ -227,10 +211,7 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
         command_net = Path(resolve_command_net(source.get("command_net")))
         nets.append(("command_net", _openrl(module_path(command_net))))
     seen = _rollout(checkpoint, task, args)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # our own scratch folder beside --out: a name nobody else holds, removed whatever happens
-    partial = Path(tempfile.mkdtemp(prefix=".%s.partial-" % out.name, dir=str(out.parent)))
-    try:
+    with outputs.scratch_beside(out) as partial:
         views = [seen if isinstance(seen, str) or library != "harl" else seen[:, :, i]
                  for i in range(len(nets))]
         if task == UPPER:
@@ -254,24 +235,8 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
                    .format(task=task, object=record["object"], first=nets[0][0], obs=obs_dim,
                            period=LAYOUT["control"]["period_s"], chain=LAYOUT["chain"]["readme"]
                            if task == UPPER else ""))
-        _replace(partial, out)
-    finally:
-        shutil.rmtree(str(partial), ignore_errors=True)
+        outputs.replace(partial, out, is_export, "mapush export")
     return dict(record, out=str(out))
-
-
-def _replace(new: Path, out: Path) -> None:
-    """``new`` becomes ``out``: a previous export (refuse_foreign_out checked it again here,
-    in case it changed during the export) is renamed aside first and removed only once the
-    new one is in place."""
-    if not out.exists():
-        os.replace(str(new), str(out))
-        return
-    refuse_foreign_out(out, None)
-    aside = Path(tempfile.mkdtemp(prefix=".%s.old-" % out.name, dir=str(out.parent)))
-    os.replace(str(out), str(aside / "previous"))
-    os.replace(str(new), str(out))
-    shutil.rmtree(str(aside), ignore_errors=True)
 
 
 def main(args: argparse.Namespace) -> int:

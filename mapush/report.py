@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run
+from mapush.common import outputs
 from mapush.common.atomic import writable, write_text
 from mapush.common.files import read_regular
 from mapush.envs.step_record import STEP_RECORD
@@ -224,8 +225,25 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("RUN %s: no such run directory" % run)
     out = Path(args.out) if args.out else run / REPORT_DIR
     refuse_inside_run("--out", out, run)
-    if out.is_file() or not writable(out):
+    outputs.refuse_foreign(out, is_report, "mapush report", run)
+    if not writable(out.parent):
         raise UsageError("%s is not writable: pass --out DIR for the report" % out)
-    page = build(run, out)
-    print(str(page))
+    try:
+        with outputs.scratch_beside(out) as partial:
+            build(run, partial)
+            outputs.replace(partial, out, is_report, "mapush report")
+    except OSError as exc:
+        raise UsageError("--out %s: cannot write the report there (%s): pass a writable "
+                         "--out DIR" % (out, exc.strerror or exc))
+    print(str(out / PAGE))
     return 0
+
+
+def is_report(folder: Path) -> bool:
+    """A previous result of ``mapush report``: its page says so (its generator tag, or the
+    title of the pages written before the tag)."""
+    try:
+        head = read_regular(folder / PAGE)[:600]
+    except (OSError, ValueError):
+        return False
+    return 'content="mapush report"' in head or "<title>MAPush run " in head

@@ -307,8 +307,8 @@ def test_out_replaces_only_a_previous_export_and_deletes_nothing_else(upstream, 
     (run / "export").symlink_to(outside)
     (work / "link").symlink_to(mine)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    cases = [(["--run", run, "--out", mine], "exists and is no export of mapush export"),
-             (["--run", run, "--out", run], "exists and is no export of mapush export"),
+    cases = [(["--run", run, "--out", mine], "exists and is no result of mapush export"),
+             (["--run", run, "--out", run], "exists and is no result of mapush export"),
              (["--run", run, "--out", "."], "is the working folder or one above it"),
              (["--run", run, "--out", ".."], "is the working folder or one above it"),
              (["--run", run, "--out", work / "link"], "is a symbolic link"),

@@ -318,3 +318,31 @@ def test_report_bad_inputs(upstream, run, tmp_path, monkeypatch):
 
     with pytest.raises(UsageError, match="is not writable: pass --out DIR"):
         report.main(argparse.Namespace(run=str(run["run"]), out=None))
+
+
+@pytest.mark.security
+def test_report_out_replaces_only_a_previous_report(upstream, run, tmp_path):
+    """#50 item 1: --out that holds the user's files (or is the working folder, or a link)
+    is refused with one line before anything is written; a previous report is replaced by a
+    rename, with no scratch folder left beside it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("my notes")
+    env = double_env(upstream)
+    proc = run_mapush(["report", run["run"], "--out", mine], env, cwd=tmp_path)
+    assert "exists and is no result of mapush report" in one_error(proc)
+    assert [p.name for p in mine.iterdir()] == ["index.html"]
+    assert (mine / "index.html").read_text() == "my notes"
+    proc = run_mapush(["report", run["run"], "--out", "."], env, cwd=tmp_path)
+    assert "is the working folder or one above it" in one_error(proc)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    proc = run_mapush(["report", run["run"], "--out", link], env, cwd=tmp_path)
+    assert "is a symbolic link" in one_error(proc)
+    page = tmp_path / "page"
+    for _ in range(2):  # the second replaces the first
+        proc = run_mapush(["report", run["run"], "--out", page], env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.stdout.strip() == str(page / "index.html")
+    assert 'content="mapush report"' in (page / "index.html").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
