@@ -209,9 +209,12 @@ def test_readers_never_write_into_another_run(upstream, run_dir, tmp_path):
     (other / "config.json").write_text('{"the": "record of another run"}')
     notes = tmp_path / "notes.txt"
     notes.write_text("mine")
+    lines = tmp_path / "mine.jsonl"  # a *.jsonl of the user's: not eval's records
+    lines.write_text('{"my": "data"}\n')
     cases = [(eval_args("--run", run_dir, "--out", other / "config.json"), "inside the run"),
              (eval_args("--run", run_dir, "--out", other / "eval.jsonl"), "inside the run"),
-             (eval_args("--run", run_dir, "--out", notes), "not an eval output"),
+             (eval_args("--run", run_dir, "--out", notes), "is no result of mapush eval"),
+             (eval_args("--run", run_dir, "--out", lines), "is no result of mapush eval"),
              (["report", run_dir, "--out", other / "report"], "inside the run"),
              (["export", "--run", run_dir, "--out", other / "export"], "inside the run")]
     for args, says in cases:
@@ -219,4 +222,4 @@ def test_readers_never_write_into_another_run(upstream, run_dir, tmp_path):
         assert says in line, (args, line)
     assert (other / "config.json").read_text() == '{"the": "record of another run"}'
     assert sorted(p.name for p in other.iterdir()) == ["config.json"]
-    assert notes.read_text() == "mine"
+    assert notes.read_text() == "mine" and lines.read_text() == '{"my": "data"}\n'

@@ -17,6 +17,7 @@ from mapush.checkpoints.policy import input_dim
 from mapush.checkpoints.source import describe, refuse_inside_run, resolve, run_checkpoints
 from mapush.checkpoints.store import checkpoints_dir
 from mapush.common.atomic import writable, write_json, write_text
+from mapush.common.files import read_regular
 from mapush.diagnostics.doctor import in_container
 from mapush.diagnostics.rendering import problems
 from mapush.errors import MapushError, UsageError
@@ -159,9 +160,10 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     if out:
         path = Path(out)
         refuse_inside_run("--out", path, run_dir)
-        if path.is_file() and path.suffix != ".jsonl":  # eval.jsonl included
-            raise UsageError("--out %s exists and is not an eval output (*.jsonl); pass a "
-                             "new file" % out)
+        if path.exists() and not is_eval_output(path):
+            raise UsageError("--out %s exists and is no result of mapush eval (a *.jsonl of "
+                             "its records, one per checkpoint); pass a new file: an eval "
+                             "replaces only its own previous result" % out)
         if not path.parent.is_dir() or not os.access(str(path.parent), os.W_OK):
             raise UsageError("--out %s: its folder %s does not exist or is not writable"
                              % (out, path.parent))
@@ -170,6 +172,19 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
         raise UsageError("--run %s is read-only: pass --out FILE (e.g. --out runs/%s-eval.jsonl)"
                          % (run_dir, run_dir.name))
     return run_dir / EVAL_FILE
+
+
+def is_eval_output(path: Path) -> bool:
+    """A previous result of ``mapush eval --run``: a regular ``*.jsonl`` file whose every
+    line is a record of one checkpoint (empty included)."""
+    if path.suffix != ".jsonl" or path.is_symlink():
+        return False
+    try:
+        lines = [line for line in read_regular(path).splitlines() if line.strip()]
+        return all(isinstance(json.loads(line), dict) and "checkpoint" in json.loads(line)
+                   for line in lines)
+    except (OSError, ValueError):
+        return False
 
 
 def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
