@@ -20,6 +20,7 @@ from mapush.checkpoints.source import RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint
 from mapush.common.atomic import write_json, write_text
 from mapush.common.clock import now
+from mapush.common.files import read_regular
 from mapush.diagnostics import gpu as gpu_facts
 from mapush.errors import UsageError
 from mapush.eval import describe_request, evaluate, read_evaluated
@@ -74,7 +75,7 @@ class Sweep(object):
         shown = "-".join(map(str, seeds)) if len(seeds) <= 8 else \
             "%d..%d-n%d" % (min(seeds), max(seeds), len(seeds))  # a folder name has a limit
         name = args.name or "%s_%s_seeds%s" % ("-".join(algos), "-".join(objects), shown)
-        if not _NAME.match(name) or len(name) > 200:
+        if not _NAME.match(name) or len(name) > 200 or set(name) == {"."}:
             raise UsageError("--name %r: use at most 200 letters, digits, '.', '_' and '-'" % name)
         self.name = name
         self.dir = Path(args.root) / name
@@ -82,9 +83,18 @@ class Sweep(object):
         self.record = self._load()
 
     def _load(self) -> Dict[str, Any]:
+        if self.dir.is_symlink():
+            raise UsageError("%s is a symbolic link; pass another --root or --name" % self.dir)
         if self.path.is_file():
-            record = json.loads(self.path.read_text())
-            before = record.get("grid", {})
+            try:
+                record = json.loads(read_regular(self.path))
+            except (OSError, ValueError) as exc:
+                raise UsageError("%s is damaged (%s): it is the sweep's record; restore it or "
+                                 "pass another --name" % (self.path, exc))
+            before = record.get("grid", {}) if isinstance(record, dict) else None
+            if not isinstance(before, dict):
+                raise UsageError("%s is no record of mapush sweep; pass another --name"
+                                 % self.path)
             changed = [k for k in GRID_KEYS if before.get(k) != self.grid[k]]
             if changed:
                 raise UsageError("sweep %s exists with another grid (%s: %s there): pass "
@@ -92,6 +102,10 @@ class Sweep(object):
                                  % (self.name, ", ".join(changed),
                                     "; ".join(str(before.get(k)) for k in changed)))
             return record
+        if self.dir.exists() and (not self.dir.is_dir() or any(self.dir.iterdir())):
+            raise UsageError("%s exists and is no sweep of mapush sweep (no %s): pass another "
+                             "--name or --root; a sweep writes only into its own folder"
+                             % (self.dir, SWEEP_FILE))
         names = {cell: "%s-%s-seed%d" % cell for cell in itertools.product(
             self.grid["algos"], self.grid["objects"], self.grid["seeds"])}
         cells = [{"name": name, "algo": algo, "object": obj, "seed": seed,

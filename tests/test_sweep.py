@@ -132,14 +132,20 @@ def test_the_report_gives_mean_and_std_over_seeds(upstream, swept):
     (["--seeds", "1", "--runner", "'unbalanced"], "--runner (or MAPUSH_SWEEP_RUNNER)"),  # #36
     (["--seeds", "1,4294967296"], "each must be in [0, 2**32)"),  # #36: failed in each cell
     (["--seeds", "1", "--name", "n" * 201], "use at most 200 letters"),  # #36: OSError
+    (["--seeds", "1", "--name", ".."], "use at most 200 letters"),  # #50: out of --root
+    (["--seeds", "1", "--name", "theirs"], "exists and is no sweep of mapush sweep"),  # #50
 ])
 def test_bad_input_is_one_line_before_anything_starts(upstream, swept, extra, needle):
+    theirs = swept["tmp"] / "sweeps" / "theirs"  # a folder of the user's under --root
+    theirs.mkdir(parents=True, exist_ok=True)
+    (theirs / "notes.txt").write_text("mine")
     args = sweep_args(swept["tmp"], *extra)
     if "--objects" in extra:
         args[args.index("--objects") + 1] = extra[extra.index("--objects") + 1]
     proc = run_mapush(args, sweep_env(upstream, swept["gpus"]), cwd=swept["tmp"])
     assert needle in one_error(proc)
     assert "--name" in extra or not (swept["tmp"] / "sweeps" / "ppo_cuboid_seeds1").exists()
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
 
 
 def test_ctrl_c_stops_every_running_cell_with_a_checkpoint_and_resume_continues(upstream,
