@@ -23,6 +23,7 @@ from mapush.common.atomic import write_json, write_text
 from mapush.common.hashing import sha256
 from mapush.errors import MapushError, UsageError
 from mapush.objects import mapush_root
+from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance
 from mapush.spec import MID, UPPER, UPPER_OBJECT, UPPER_OBS_DIM
 from mapush.trainers import by_library
@@ -145,7 +146,17 @@ def _locomotion(folder: Path) -> Dict[str, Any]:
     return _cited(spec, files=files)
 
 
-def _rollout(checkpoint: Path, task: str, args: argparse.Namespace) -> Any:
+class Stopped(Exception):
+    """SIGINT/SIGTERM during an export: it ends with nothing written (its scratch removed)."""
+
+
+def _check(sup: Optional[Supervisor]) -> None:
+    if sup is not None and sup.stopping:
+        raise Stopped()
+
+
+def _rollout(checkpoint: Path, task: str, args: argparse.Namespace,
+             sup: Optional[Supervisor] = None) -> Any:
     """What the policy sees in a short evaluation rollout (``mapush eval``'s child), or why
     there is none: no simulation here, or an object the checkpoint does not name."""
     from mapush.eval import describe_checkpoint, evaluate
@@ -161,7 +172,8 @@ def _rollout(checkpoint: Path, task: str, args: argparse.Namespace) -> Any:
         return "no rollout: %s" % exc
     with tempfile.TemporaryDirectory(prefix="mapush-export-") as folder:
         info["observations"] = str(Path(folder) / "obs.npy")
-        code, _result, last = evaluate(info, options)
+        code, _result, last = evaluate(info, options, sup=sup)
+        _check(sup)
         if code != 0:
             raise MapushError("the rollout for the parity check failed: %s" % last)
         return np.load(info["observations"])
@@ -196,7 +208,7 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     return checkpoint, out, run
 
 
-def export(args: argparse.Namespace) -> Dict[str, Any]:
+def export(args: argparse.Namespace, sup: Optional[Supervisor] = None) -> Dict[str, Any]:
     checkpoint, out, run = plan(args)
     library = kind(checkpoint)
     nets = [("agent%d" % i, n) for i, n in enumerate(_harl(checkpoint))] if library == "harl" \
@@ -210,14 +222,17 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
     if task == UPPER:
         command_net = Path(resolve_command_net(source.get("command_net")))
         nets.append(("command_net", _openrl(module_path(command_net))))
-    seen = _rollout(checkpoint, task, args)
+    seen = _rollout(checkpoint, task, args, sup)
+    _check(sup)
     with outputs.scratch_beside(out) as partial:
         views = [seen if isinstance(seen, str) or library != "harl" else seen[:, :, i]
                  for i in range(len(nets))]
         if task == UPPER:
             views[-1] = "the upper wrapper keeps the command net's observations inside"
-        networks = {name: _write(name, net, args.format, partial, seed, views[seed])
-                    for seed, (name, net) in enumerate(nets)}
+        networks = {}
+        for seed, (name, net) in enumerate(nets):
+            networks[name] = _write(name, net, args.format, partial, seed, views[seed])
+            _check(sup)
         record = {
             "task": task, "object": source.get("object") or "unknown: pass --object",
             "agents": len(nets) if library == "harl" else 2 if task == UPPER else (obs_dim - 2) // 3,
@@ -235,12 +250,19 @@ def export(args: argparse.Namespace) -> Dict[str, Any]:
                    .format(task=task, object=record["object"], first=nets[0][0], obs=obs_dim,
                            period=LAYOUT["control"]["period_s"], chain=LAYOUT["chain"]["readme"]
                            if task == UPPER else ""))
+        _check(sup)
         outputs.replace(partial, out, is_export, "mapush export")
     return dict(record, out=str(out))
 
 
 def main(args: argparse.Namespace) -> int:
-    result = export(args)
+    with Supervisor("mapush export", "the export stops; nothing is written") as sup:
+        try:
+            result = export(args, sup)
+        except Stopped:
+            print("mapush export: stopped by %s; nothing written" % signal_name(sup.stop_signal),
+                  file=sys.stderr)
+            return 130
     print(json.dumps({"out": result["out"], "task": result["task"], "files": sorted(
         f for n in result["networks"].values() for f in n["files"])}))
     return 0

@@ -377,3 +377,35 @@ def test_each_harl_agent_is_checked_on_its_own_rollout_observations(upstream, tr
     assert proc.returncode == 0, proc.stderr[-3000:]
     networks = json.loads((out / "policy.json").read_text())["networks"]
     assert [networks["agent%d" % i]["parity"]["rollout"] for i in (0, 1)] == [50 * 4, 50 * 4]
+
+
+@pytest.mark.faults
+def test_sigterm_stops_an_export_with_nothing_left(upstream, trained, tmp_path):
+    """#50 item 5: SIGTERM during the export's parity rollout (its slowest part) ends it with
+    status 130 and one line; no --out, no scratch beside it, none in $TMPDIR."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    shutil.copytree(str(trained["ppo"]), str(run))
+    shutil.rmtree(str(run / "export"), ignore_errors=True)
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    out = tmp_path / "exp"
+    env = double_env(upstream, MQE_DOUBLE_STEP_SLEEP="0.2", TMPDIR=tmpdir)
+    proc = subprocess.Popen([sys.executable, "-m", "mapush", "export", "--run", str(run),
+                             "--format", "torchscript", "--out", str(out)] + CPU, env=env,
+                            cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True)
+    deadline = time.monotonic() + 120
+    while not list(tmpdir.glob("mapush-export-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the rollout has begun: its observations' folder exists
+    assert list(tmpdir.glob("mapush-export-*")), "the rollout never started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == "mapush export: stopped by SIGTERM; nothing written"
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "tmpdir"]
+    assert [p.name for p in tmpdir.iterdir() if p.name.startswith(("mapush-", "tmp"))] == []
