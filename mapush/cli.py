@@ -1,5 +1,6 @@
 """The ``mapush`` command (contract: docs/cli.md). (docs/architecture.md, "Modules")."""
 import argparse
+import errno
 import importlib
 import json
 import os
@@ -21,7 +22,7 @@ from mapush.objects import ConfigReadError, check_object_name, read_object_facts
 from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
-from mapush.spec import config_with_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
+from mapush.spec import check_path, config_with_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
     check_upper_object, default_run_dir
 
@@ -73,8 +74,16 @@ def device(text: str) -> str:
 
 
 def run_folder(text: str) -> str:
+    try:
+        check_path("", text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip())
     if not text.strip() or Path(text).is_file():  # '' would write the run into the cwd
         raise argparse.ArgumentTypeError("%r is not a folder for a run: give a new folder" % text)
+    under = next((p for p in Path(text).parents if p.exists() and not p.is_dir()), None)
+    if under is not None:
+        raise argparse.ArgumentTypeError("%r lies under %s, which is a file, not a folder: give "
+                                         "another path" % (text, under))
     return text
 
 
@@ -304,3 +313,23 @@ def main(argv: Optional[List[str]] = None) -> int:
               "it in the image (make shell), or pip install '.[train]' ('.[export]' for "
               "export)" % (argv[0] if argv else "", exc.name), file=sys.stderr)
         return 1
+    except OSError as exc:  # a write failure not met where it happens: one line, no traceback
+        if exc.errno not in WRITE_FAILURES:
+            raise
+        print("error: %s: %s (%s); %s" % (
+            exc.filename or "a file", exc.strerror, errno.errorcode.get(exc.errno, exc.errno),
+            WRITE_FAILURES[exc.errno]), file=sys.stderr)
+        return 1
+
+
+# The write failures a user meets (#50): each one line with what to do, wherever it arises.
+WRITE_FAILURES = {
+    errno.ENOSPC: "free space on that disk and run the command again",
+    errno.EDQUOT: "free space in your quota and run the command again",
+    errno.EROFS: "that file system is read-only: pass a folder on a writable one",
+    errno.EACCES: "you may not write there: pass a folder you own",
+    errno.EPERM: "you may not write there: pass a folder you own",
+    errno.ENAMETOOLONG: "a file or folder name is too long: pass a shorter --run-dir or --out",
+    errno.ENOTDIR: "part of that path is a file, not a folder: pass another path",
+    errno.EISDIR: "that is a folder, not a file: pass a file name",
+}

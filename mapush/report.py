@@ -233,8 +233,8 @@ def main(args: argparse.Namespace) -> int:
             build(run, partial)
             outputs.replace(partial, out, is_report, "mapush report")
     except OSError as exc:
-        raise UsageError("--out %s: cannot write the report there (%s): pass a writable "
-                         "--out DIR" % (out, exc.strerror or exc))
+        raise UsageError("--out %s: cannot create it (%s): pass a writable --out DIR"
+                         % (out, exc.strerror or exc))
     print(str(out / PAGE))
     return 0
 

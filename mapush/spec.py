@@ -3,6 +3,7 @@
 How it works: docs/architecture.md, "Modules"."""
 import atexit
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -157,6 +158,15 @@ def parse_list(option: str, raw: Optional[str], kind: Any = str) -> List[Any]:
     if len(set(values)) != len(values):
         raise UsageError("%s: %r names a value twice" % (option, raw))
     return values
+
+
+def check_path(option: str, path: Any) -> None:
+    """A path Linux can hold: each part at most 255 bytes (NAME_MAX), the whole at most
+    4,095 (PATH_MAX); else one UsageError before anything is created."""
+    raw = os.fsencode(str(path))
+    if len(raw) > 4095 or any(len(part) > 255 for part in raw.split(b"/")):
+        raise UsageError("%s %s...: a name in it is longer than 255 bytes, or the whole longer "
+                         "than 4,095: pass a shorter path" % (option, str(path)[:60]))
 
 
 SET_PREFIX = "mapush-set-"  # the folder of the file --set writes (config_with_sets)

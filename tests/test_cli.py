@@ -1,8 +1,13 @@
 """Bad ``mapush train`` options: exit status 2, one ``error:`` line naming the option and
 the bad value, and nothing started (no run directory)."""
+import errno
+import os
+
 import pytest
 
-from tests.conftest import double_env, run_mapush
+from mapush import cli
+
+from tests.conftest import double_env, one_error, run_mapush
 
 CASES = [
     (["--algo", "sac"], "--algo", "sac"),
@@ -227,3 +232,37 @@ def test_report_of_an_authors_results_folder_draws_their_curves_under_our_names(
     page = (out / "index.html").read_text()  # the panels of reward/ and train/ tags only
     assert "rewards.png" in page and "losses.png" in page
     assert not (run / "report").exists()
+
+
+@pytest.mark.faults
+def test_a_path_the_os_cannot_hold_or_reach_is_one_line(upstream, tmp_path):
+    """#50 item 5: a --run-dir with a name over 255 bytes, or under a file, is refused by the
+    parser: one line naming it, exit 2, nothing created (both were tracebacks)."""
+    (tmp_path / "afile").write_text("mine")
+    long = "a" * 300
+    proc = run_mapush(["train", "--run-dir", long, "--sim-device", "cpu", "--rl-device", "cpu"],
+                      env=double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "a name in it is longer than 255 bytes" in one_error(proc)
+    proc = run_mapush(["train", "--run-dir", "afile/run", "--num-envs", 4, "--steps", 100000,
+                       "--sim-device", "cpu", "--rl-device", "cpu", "--no-preflight"],
+                      env=double_env(upstream), cwd=tmp_path)
+    assert "'afile/run' lies under afile, which is a file, not a folder" in one_error(proc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("code,fix", [(errno.ENOSPC, "free space on that disk"),
+                                      (errno.EROFS, "read-only"),
+                                      (errno.EACCES, "pass a folder you own")])
+def test_every_write_failure_is_one_line(monkeypatch, capsys, code, fix):
+    """Wherever a command meets a full disk, a read-only file system or a refused write that
+    it does not handle itself, the CLI says it in one line (exit 1), not a traceback."""
+    def fail(args, argv):
+        raise OSError(code, os.strerror(code), "runs/x/checkpoints/tmp")
+
+    monkeypatch.setattr(cli, "_dispatch", fail)
+    assert cli.main(["runs"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: runs/x/checkpoints/tmp: ")
+    assert errno.errorcode[code] in err[0] and fix in err[0]
