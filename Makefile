@@ -66,6 +66,7 @@ TENSORBOARD_PORT ?= 6006
 # label org.mapush.base), so a plain `make tensorboard` keeps a base given once, else the
 # Dockerfile's default (_TB_DEFAULT_BASE).
 TENSORBOARD_BASE_IMAGE ?=
+DOCKER ?= docker
 _TB_DEFAULT_BASE := $(shell sed -n 's/^ARG TENSORBOARD_BASE_IMAGE=//p' docker/tensorboard.Dockerfile)
 ifneq ($(filter tensorboard,$(MAKECMDGOALS)),)
 ifeq ($(TENSORBOARD_BASE_IMAGE),)
@@ -85,7 +86,6 @@ _ID_G := $(or $(SUDO_GID),$(shell id -g))
 HOST_UID ?= $(if $(filter 0,$(_ID_U)),1000,$(_ID_U))
 HOST_GID ?= $(if $(filter 0,$(_ID_U)),1000,$(_ID_G))
 ISAACGYM_TARBALL_PATH ?= vendor/$(ISAACGYM_TARBALL)
-DOCKER ?= docker
 # Compose's project is the checkout's folder name (compose.yaml sets none), so two clones
 # do not stop each other's services; COMPOSE_PROJECT_NAME=... picks another.
 COMPOSE := $(DOCKER) compose --env-file env/pins.env

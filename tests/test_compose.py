@@ -165,3 +165,14 @@ def test_each_checkout_is_its_own_compose_project(tmp_path):
     assert names == {"mapush-a": "mapush-a", "mapush-b": "mapush-b"}
     mine = config(env={"COMPOSE_PROJECT_NAME": "my-mapush"})
     assert mine["name"] == "my-mapush"
+
+
+def test_the_training_services_forward_wandbs_settings():
+    """#51 item 3: only WANDB_API_KEY reached the container, so WANDB_MODE=offline make train
+    EXTRA=--wandb could not work."""
+    given = {"WANDB_MODE": "offline", "WANDB_PROJECT": "mine", "WANDB_ENTITY": "lab",
+             "WANDB_DIR": "/work/runs/wandb"}
+    services = config("--profile", "gpu", env=given)["services"]
+    for name in GPU_SERVICES:
+        for key, value in given.items():
+            assert services[name]["environment"][key] == value, (name, key)

@@ -721,3 +721,26 @@ def test_a_plain_make_tensorboard_keeps_the_base_it_was_built_with(sandbox):
     assert proc.returncode == 0, proc.stderr
     assert not env_dump.exists(), "rebuilt although nothing changed"
     assert [c for c in docker_calls(sandbox) if "up --detach" in c]
+
+
+def test_tensorboard_keeps_its_base_with_docker_from_path(sandbox):
+    """#51 item 3: DOCKER was set (?=) after an immediate assignment that ran it, so a plain
+    `make tensorboard`, with docker found on PATH and no DOCKER= given, never read the
+    image's base label. Here docker is only on PATH."""
+    stub = sandbox / "docker-stub"
+    stub.write_text(STUB)
+    stub.chmod(0o755)
+    bin_dir = sandbox / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").symlink_to(stub)
+    smi = sandbox / "nvidia-smi-stub"
+    smi.write_text(NVIDIA_SMI_STUB)
+    smi.chmod(0o755)
+    path = os.pathsep.join([str(bin_dir)] + [p for p in os.environ.get("PATH", "").split(
+        os.pathsep) if not (Path(p) / "nvidia-ctk").exists()])
+    env = {"DOCKER_LOG": str(sandbox / "docker.log"), "BUILD_DISK_GB": "0", "PATH": path,
+           "STUB_BASE_LABEL": "my.registry/python:3.11"}
+    proc = make(["-n", "tensorboard", "NVIDIA_SMI=%s" % smi], cwd=sandbox, env=env)
+    assert proc.returncode == 0, proc.stderr
+    log = (sandbox / "docker.log").read_text()
+    assert "org.mapush.base" in log  # the label was asked for, through docker on PATH
