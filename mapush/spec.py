@@ -201,7 +201,12 @@ def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
         try:
             node[parts[-1]] = json.loads(text)
         except ValueError:
-            node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
+            try:
+                node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
+            except yaml.YAMLError as exc:
+                raise UsageError("--set %r: its value is neither JSON nor YAML (%s); quote a "
+                                 "string, e.g. --set 'key=[1, 2]'" % (
+                                     item, " ".join(str(exc).split())[:120]))
     folder = tempfile.mkdtemp(prefix=SET_PREFIX)
     atexit.register(shutil.rmtree, folder, True)
     path = Path(folder) / "set-and-config.yaml"  # OpenRL reads only *.yaml

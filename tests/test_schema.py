@@ -3,6 +3,7 @@ line, --spec and config.json on resume are checked for type and range before a r
 exists; each violation is one ``error:`` line naming the key, the value and the range."""
 import hashlib
 import json
+import re
 
 import pytest
 import yaml
@@ -200,3 +201,29 @@ def test_set_and_config_are_checked_strictly(upstream, tmp_path, algo, item, nee
     assert proc.returncode == 2 and needle in error, error
     assert "mapush-set-" not in error  # the --set file is named as what it is
     assert not (tmp_path / "run").exists()
+
+
+def test_the_help_texts_set_examples_are_valid(upstream, tmp_path):
+    """#51 item 4: --help's own --set example (model.hidden_sizes=[64,64]) was refused for the
+    default PPO. Each example of the help text, for the trainer it names, passes the config
+    checks (the run then stops at --steps 1, less than one rollout: nothing is created)."""
+    from mapush.cli import OPTIONS
+
+    text = OPTIONS["train"]["options"]["--set"]["help"]
+    found = re.search(r"PPO (.*?); HARL (.*?);", text)
+    assert found, text
+    for algo, examples in (("ppo", found.group(1)), ("happo", found.group(2))):
+        sets = [part.strip() for part in re.split(r",\s(?=[\w.]+=)", examples)]
+        assert len(sets) >= 2, sets
+        argv = ["train", "--algo", algo, "--steps", 1, "--run-dir", tmp_path / "run"] + CPU
+        for item in sets:
+            argv += ["--set", item]
+        error = one_error(run_mapush(argv, env=double_env(upstream), cwd=tmp_path))
+        assert "is less than one rollout" in error, (algo, sets, error)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_set_value_that_is_neither_json_nor_yaml_is_one_line(tmp_path):
+    error = one_error(run_mapush(["train", "--set", "lr=[1,", "--run-dir", tmp_path / "run"]
+                                 + CPU, env=double_env(), cwd=tmp_path))
+    assert error.startswith("error: --set 'lr=[1,': its value is neither JSON nor YAML"), error
