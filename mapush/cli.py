@@ -309,9 +309,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except ModuleNotFoundError as exc:  # a host with `pip install .` only: no training stack
+        top = (exc.name or "").split(".")[0]
+        fix = NOT_ON_PYPI.get(top, "pip install '.[train]' ('.[export]' for export)")
         print("error: mapush %s needs the Python package %s, which is not installed here: run "
-              "it in the image (make shell), or pip install '.[train]' ('.[export]' for "
-              "export)" % (argv[0] if argv else "", exc.name), file=sys.stderr)
+              "it in the image (make shell), or %s" % (argv[0] if argv else "", exc.name, fix),
+              file=sys.stderr)
         return 1
     except OSError as exc:  # a write failure not met where it happens: one line, no traceback
         if exc.errno not in WRITE_FAILURES:
@@ -321,6 +323,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             WRITE_FAILURES[exc.errno]), file=sys.stderr)
         return 1
 
+
+# Packages no pip extra installs: where each comes from instead.
+NOT_ON_PYPI = {
+    "harl": "install HARL at its pin (env/pins.env: HARL_COMMIT) with our patches (patches/apply "
+            "harl), as the image does",
+    "isaacgym": "install Isaac Gym Preview 4 from your tarball (make build does)",
+    "mqe": "set MAPUSH_ROOT to MAPush at its pin with our patches applied (patches/apply "
+           "mapush), as the image does",
+}
 
 # The write failures a user meets (#50): each one line with what to do, wherever it arises.
 WRITE_FAILURES = {

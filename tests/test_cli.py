@@ -266,3 +266,19 @@ def test_every_write_failure_is_one_line(monkeypatch, capsys, code, fix):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: runs/x/checkpoints/tmp: ")
     assert errno.errorcode[code] in err[0] and fix in err[0]
+
+
+@pytest.mark.parametrize("missing,fix", [
+    ("harl.runners", "install HARL at its pin"),
+    ("isaacgym", "install Isaac Gym Preview 4 from your tarball"),
+    ("torch", "pip install '.[train]'"),
+])
+def test_a_missing_package_names_an_install_that_works(monkeypatch, capsys, missing, fix):
+    """#51 item 4: a missing HARL was told to pip install '.[export]', which has no HARL."""
+    def fail(args, argv):
+        raise ModuleNotFoundError("No module named %r" % missing, name=missing)
+
+    monkeypatch.setattr(cli, "_dispatch", fail)
+    assert cli.main(["runs"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fix in err[0], err
