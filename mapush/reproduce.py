@@ -2,6 +2,7 @@
 
 How it works: docs/architecture.md, "Modules"."""
 import argparse
+import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from tqdm import tqdm
 
 from mapush.checkpoints.source import OBJECT_CONFIG, SUCCESS_FILE, describe, \
     parse_success_rate, upstream_checkpoints
-from mapush.errors import UsageError
+from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
 from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
 from mapush.common.atomic import write_json, write_text
@@ -117,6 +118,9 @@ def main(args: argparse.Namespace) -> int:
         info = describe(path, obj=obj, object_config=str((runs[obj] / OBJECT_CONFIG).resolve()))
         check_fits(info)
         infos.append(info)
+    if importlib.util.find_spec("isaacgym") is None:  # once, not once per checkpoint
+        raise MapushError("%s; mapush reproduce evaluates each checkpoint in MQE's simulation "
+                          "(nothing was written)" % ISAACGYM_HINT)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {"num_envs": args.num_envs, "seed": args.seed, "results": str(results),

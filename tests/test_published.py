@@ -387,3 +387,19 @@ def test_checkpoint_labels_tell_every_step_apart():
     assert [step_label(n) for n in (1000, 2000, 10000000, 2500000, 100000000, 1234567)] == \
         ["1000", "2000", "10M", "2.5M", "100M", "1234567"]
 
+
+
+def test_reproduce_without_isaac_gym_is_one_line_and_writes_nothing(upstream, published,
+                                                                     tmp_path):
+    """#51 item 4: on a host without Isaac Gym, reproduce repeated the same error for each
+    checkpoint and wrote a table of errors; now one line, before anything is written."""
+    env = double_env(upstream)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in env["PYTHONPATH"].split(os.pathsep)
+                                        if "standin" not in p)
+    out = tmp_path / "reproduce"
+    proc = run_mapush(["reproduce", "--results", published["results"], "--out", out] + CPU,
+                      env, cwd=tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
+    assert "Isaac Gym Preview 4 is not importable" in lines[0]
+    assert not out.exists()
