@@ -139,7 +139,7 @@ def input_dim(checkpoint: Any) -> int:
         raise UsageError("%s: not a checkpoint (no %s, no %s)" % (path, MODULE_FILE, HARL_ACTOR))
     try:
         module = _lenient_load(file, str(file))
-    except UsageError:
+    except (UsageError, ModuleNotFoundError):  # no torch here: the CLI's one line says so
         raise
     except Exception as exc:  # noqa: BLE001 - not a pickled module at all
         raise UsageError("%s: cannot read it (%s: %s)" % (file, type(exc).__name__,
