@@ -188,12 +188,6 @@ def is_export(folder: Path) -> bool:
     return isinstance(record, dict) and {"networks", "exported_with", "source"} <= set(record)
 
 
-def refuse_foreign_out(out: Path, run: Optional[Path]) -> None:
-    """``--out`` replaces only a previous export (its policy.json says so)
-    (:mod:`mapush.common.outputs`)."""
-    outputs.refuse_foreign(out, is_export, "mapush export", run)
-
-
 def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     """``(checkpoint, out, run or None)``; every bad input is refused here, before a write."""
     checkpoint = resolve(args.run or args.checkpoint, "--run" if args.run else "--checkpoint")
@@ -202,7 +196,7 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     name = checkpoint.stem if checkpoint.is_file() else folder.name
     out = Path(args.out) if args.out else (run or Path("runs")) / "export" / name
     refuse_inside_run("--out", out, run)
-    refuse_foreign_out(out, run)
+    outputs.refuse_foreign(out, is_export, "mapush export", run)  # only its own result
     if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:
         raise UsageError("--format %s needs onnxruntime: pip install '.[export]'" % args.format)
     return checkpoint, out, run

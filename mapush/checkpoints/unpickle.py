@@ -24,39 +24,30 @@ _OPENRL = {
     "openrl.modules.networks.policy_network": ("PolicyNetwork",),
     "openrl.modules.networks.value_network": ("ValueNetwork",),
     "openrl.modules.networks.utils.act": ("ACTLayer",),
-    "openrl.modules.networks.utils.distributions": ("AddBias", "DiagGaussian", "Categorical"),
+    "openrl.modules.networks.utils.distributions": ("AddBias", "DiagGaussian"),
     "openrl.modules.networks.utils.mlp": ("MLPBase", "MLPLayer"),
-    "openrl.modules.networks.utils.rnn": ("RNNLayer",),
-    "openrl.modules.networks.utils.popart": ("PopArt",),
     "openrl.modules.utils.valuenorm": ("ValueNorm",),
 }
-_TORCH = {
+_TORCH = {  # (storages never reach find_class: torch's own unpickler maps them first)
     "torch._utils": ("_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
-                     "_rebuild_parameter", "_rebuild_parameter_with_state"),
-    "torch": ("device", "Size", "float16", "float32", "float64", "bfloat16", "int8", "int16",
-              "int32", "int64", "uint8", "bool", "HalfStorage", "FloatStorage",
-              "DoubleStorage", "BFloat16Storage", "CharStorage", "ShortStorage", "IntStorage",
-              "LongStorage", "ByteStorage", "BoolStorage"),
-    "torch.nn.modules.linear": ("Linear", "Identity"),
-    "torch.nn.modules.container": ("Sequential", "ModuleList", "ModuleDict"),
-    "torch.nn.modules.activation": ("ReLU", "Tanh", "ELU", "LeakyReLU", "Sigmoid", "SiLU"),
+                     "_rebuild_parameter"),
+    "torch": ("device", "Size", "float32", "float64", "int64", "int32", "uint8", "bool"),
+    "torch.nn.modules.linear": ("Linear",),
+    "torch.nn.modules.container": ("Sequential",),
+    "torch.nn.modules.activation": ("ReLU", "Tanh"),
     "torch.nn.modules.normalization": ("LayerNorm",),
-    "torch.nn.modules.rnn": ("GRU", "LSTM"),
     "torch.optim.adam": ("Adam",),
 }
 _DATA = {
     "collections": ("OrderedDict", "defaultdict"),
-    "builtins": ("dict", "set", "frozenset", "list", "tuple", "slice", "bytearray", "complex"),
-    "__builtin__": ("dict", "set", "frozenset", "list", "tuple", "slice", "bytearray",
-                    "complex"),
+    "builtins": ("dict", "set", "frozenset", "list", "tuple", "slice"),
+    "__builtin__": ("dict", "set", "frozenset", "list", "tuple", "slice"),
     "_codecs": ("encode",),  # bytes pickled by protocol 2 (numpy's arrays)
     "numpy": ("dtype", "ndarray"),
     "numpy.core.multiarray": ("_reconstruct", "scalar"),
     "numpy._core.multiarray": ("_reconstruct", "scalar"),
     "gym.spaces.box": ("Box",),
-    "gym.spaces.discrete": ("Discrete",),
     "jsonargparse._namespace": ("Namespace",),  # OpenRL's config, in the module it pickles
-    "jsonargparse.namespace": ("Namespace",),
     "isaacgym._bindings.linux-x86_64.gym_38": ("SimType",),  # the authors' config holds one
 }
 ALLOWED = {module: frozenset(names) for part in (_OPENRL, _TORCH, _DATA)
