@@ -8,9 +8,9 @@ another package) is refused before it is called, as one UsageError naming it.
 1.x) and our own PPO and HARL checkpoints reference, as
 ``tests/test_unpickle.py`` records it from the real files, plus the names the same objects
 take under the other stacks (numpy 2's ``numpy._core``, Python 2's ``__builtin__``, torch
-2's ``_rebuild_tensor_v3``, the storages of torch's legacy format). Nothing in it runs code
-of the file's choosing: classes are built from their pickled state, and the functions only
-rebuild tensors, arrays and bytes."""
+2's ``_rebuild_tensor_v3``; storages never reach it, torch maps them first). Nothing in it
+runs code of the file's choosing: classes are built from their pickled state, and the
+functions only rebuild tensors, arrays and bytes."""
 import inspect
 import pickle
 import types

@@ -180,11 +180,10 @@ def is_eval_output(path: Path) -> bool:
     if path.suffix != ".jsonl" or path.is_symlink():
         return False
     try:
-        lines = [line for line in read_regular(path).splitlines() if line.strip()]
-        return all(isinstance(json.loads(line), dict) and "checkpoint" in json.loads(line)
-                   for line in lines)
+        records = [json.loads(line) for line in read_regular(path).splitlines() if line.strip()]
     except (OSError, ValueError):
         return False
+    return all(isinstance(record, dict) and "checkpoint" in record for record in records)
 
 
 def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:
