@@ -34,10 +34,10 @@ MARK = "STANDIN.json"
 # walk-these-ways' body reads the command from the newest 70-dim frame of its 2,100-dim
 # history (go1.py:101 appends the frame; go1.py:66-67 write its columns 3-5: lin_vel_x and
 # lin_vel_y times obs_scales.lin_vel 2.0, the yaw rate times obs_scales.ang_vel 0.25,
-# go1_config.py:142-143), then the adaptation module's 2-dim latent (go1.py:409-410).
+# go1_config.py:142-143), then the adaptation module's 2-dim latent (go1.py:402-403).
 COMMAND = slice(2030 + 3, 2030 + 6)
 # Joint actions per scaled command (+g on one joint of a pair, -g on the other): a joint's
-# target moves by action_scale 0.25 times its action (go1.py:331-337; the hips, halved, are
+# target moves by action_scale 0.25 times its action (go1.py:328-340; the hips, halved, are
 # not used), and the stand-in physics reads the base's velocity as the pair's difference,
 # 1 m/s or rad/s per rad (tests/standin/isaacgym/gymapi.py: WALK_JOINTS). The difference is
 # 0.25 * 2g * (2.0 v) = v for g = 1, and 0.25 * 2g * (0.25 w) = w for g = 8.
