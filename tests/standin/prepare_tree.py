@@ -6,10 +6,10 @@
 - applies our patches with ``patches/apply mapush DEST``, as the image does (``--pristine``:
   leaves MQE unpatched, for comparisons with upstream's own code);
 - writes what the snapshot lacks. ``body_latest.jit``, walk-these-ways' locomotion body, is
-  not in the stored snapshot: a TorchScript stand-in of the same interface takes its place,
-  an MLP 2102 -> 512 -> 256 -> 128 -> 12 with ELU as walk-these-ways' body (input: the
-  2100-dim observation history and the adaptation module's 2-dim latent,
-  ``mqe/envs/go1/go1.py:388-408``), seeded, so every prepared tree holds the same module.
+  not in the stored snapshot: a TorchScript stand-in of the same interface takes its place
+  (input: the 2100-dim observation history and the adaptation module's 2-dim latent,
+  ``mqe/envs/go1/go1.py:388-408``; output: 12 joint actions) that turns the commanded
+  velocity into joint targets the stand-in physics reads (``write_body``, ``WALK_GAINS``).
   ``STANDIN.json`` in DEST lists each file stood in; the real
   ``adaptation_module_latest.jit`` is used as it is.
 
