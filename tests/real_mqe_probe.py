@@ -13,7 +13,7 @@ from mapush import sim
 sim.import_isaacgym()
 
 import torch  # noqa: E402  (after isaacgym)
-from isaacgym import gymapi  # noqa: E402
+from isaacgym import gymapi, gymtorch  # noqa: E402
 
 from mapush.envs.step_record import graph_report  # noqa: E402
 from mapush.spec import RunSpec  # noqa: E402
@@ -422,6 +422,13 @@ def case_walk(n, scale=1.0):
     command = (torch.rand(n, agents, 3, generator=gen) * 2 - 1) * scale
     command[1] = command[0].flip(0)
     env.reset()
+    # the robots 3 m from the box and 4 m from each other, so that none touches anything
+    inner = env.env
+    state = inner.all_root_states.view(n, -1, 13)
+    for agent in range(agents):
+        state[:, agent, :2] = state[:, agents, :2] + torch.tensor([-3.0, 4.0 * agent - 2.0])
+    inner.gym.set_actor_root_state_tensor(inner.sim,
+                                          gymtorch.unwrap_tensor(inner.all_root_states))
     dones = 0
     for _ in range(40):
         obs, reward, done, _info = env.step(command)
@@ -432,8 +439,106 @@ def case_walk(n, scale=1.0):
     vx, vy = root[..., 7], root[..., 8]
     body = torch.stack([vx * torch.cos(yaw) + vy * torch.sin(yaw),
                         -vx * torch.sin(yaw) + vy * torch.cos(yaw), root[..., 12]], -1)
+    inner = env.env
+    inner.gym.refresh_net_contact_force_tensor(inner.sim)
+    bases = inner.contact_forces[:, :agents * inner.num_bodies:inner.num_bodies]
     return {"velocity": body.tolist(), "command": (command * 0.5).tolist(), "dones": dones,
-            "obs": obs[0].tolist(), "reward": reward[0].tolist()}
+            "obs": obs[0].tolist(), "reward": reward[0].tolist(),
+            "touching": (bases.norm(dim=-1) > 0).tolist(),
+            "position": root[..., :2].tolist(),
+            "box": inner.root_states_npc.view(n, -1, 13)[:, 0, :2].tolist()}
+
+
+def pushing_actions(env, reach=1.35, ring=1.6, speed=0.5):
+    """A scripted pushing controller (world frame, then each robot's frame). Each robot has
+    its own spot behind the box: ``reach`` m from the box's centre, opposite the target, and
+    0.35 m to its side. Away from it, the robot circles the box at ``ring`` m towards the
+    spot's bearing, then goes to the spot; there it walks towards the target, pushing, and
+    steers back to its line. It always turns to face the target. Mid-level actions in
+    [-1, 1] (the mid wrapper scales them by 0.5 m/s)."""
+    inner = env.env
+    n, agents = inner.num_envs, inner.num_agents
+    npc = inner.root_states_npc.view(n, -1, 13)
+    box, target = npc[:, 0, :2].unsqueeze(1), npc[:, 1, :2].unsqueeze(1)
+    robot = inner.root_states.view(n, agents, 13)
+    pos = robot[..., :2]
+    qx, qy, qz, qw = robot[..., 3:7].unbind(-1)
+    yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
+
+    def unit(v):
+        return v / v.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+
+    def wrap(a):
+        return torch.atan2(torch.sin(a), torch.cos(a))
+
+    ahead = unit(target - box)
+    side = torch.stack([-ahead[..., 1], ahead[..., 0]], -1)
+    rel = pos - box
+    # the spots side by side in the order the robots stand across the push, so none crosses
+    rank = (rel * side).sum(-1).argsort(dim=1).argsort(dim=1)
+    offset = torch.linspace(-0.35, 0.35, agents)[rank].unsqueeze(-1)
+    spot = box - reach * ahead + offset * side
+    dist = rel.norm(dim=-1, keepdim=True)
+    # bearings round the box: the robot's and its spot's
+    gap = wrap(torch.atan2((spot - box)[..., 1], (spot - box)[..., 0])
+               - torch.atan2(rel[..., 1], rel[..., 0])).unsqueeze(-1)
+    radial = unit(rel)
+    tangent = torch.stack([-radial[..., 1], radial[..., 0]], -1) * torch.sign(gap)
+    circle = unit(tangent + 2.0 * (ring - dist) * radial)
+    to_spot = spot - pos
+    approach = torch.where(to_spot.norm(dim=-1, keepdim=True) > 0.3, unit(to_spot), to_spot / 0.3)
+    line = ((pos - spot) * side).sum(-1, keepdim=True)
+    push = unit(ahead - 2.0 * line * side)
+    placed = ((rel * ahead).sum(-1, keepdim=True) < -0.7) & (line.abs() < 0.3)
+    world = torch.where(placed, push, torch.where(gap.abs() > 0.5, circle, approach)) * speed
+    heading = wrap(torch.atan2(ahead[..., 1], ahead[..., 0]) - yaw)
+    cos, sin = torch.cos(yaw), torch.sin(yaw)
+    local = torch.stack([world[..., 0] * cos + world[..., 1] * sin,
+                         -world[..., 0] * sin + world[..., 1] * cos,
+                         (2.0 * heading).clamp(-speed, speed)], -1)
+    return (local / 0.5).clamp(-1.0, 1.0)
+
+
+def case_push(n, steps=1000, still=False):
+    """The scripted controller (``pushing_actions``; ``still``: all-zero actions) over
+    ``steps`` mid-level steps: per env the steps at which MQE finished it, the box's travel
+    and its distance to the target before each finishing step, and the reward terms MQE's
+    mid wrapper summed (``reward_buffer``) with their own hand count."""
+    env, _ = sim.make_env(spec(num_envs=n, seed=3))
+    inner = env.env
+    env.reset()
+
+    def npc():  # MQE replaces the tensor at resets
+        return inner.root_states_npc.view(n, -1, 13)
+
+    start = npc()[:, 0, :2].clone()
+    finished = [[] for _ in range(n)]
+    travel = [[] for _ in range(n)]
+    near = [[] for _ in range(n)]
+    pushing, dones, touched = 0, 0, 0
+    for step in range(steps):
+        before = npc()[:, 0, :2].clone()
+        gap = (npc()[:, 1, :2] - before).norm(dim=-1)
+        actions = pushing_actions(env)
+        _obs, _reward, done, _info = env.step(actions * 0 if still else actions)
+        dones += int(done.sum())
+        # the push reward's own condition, on the state the wrapper read (after resets)
+        pushing += int((npc()[:, 0, 7:9].norm(dim=-1) > 0.1).sum())
+        inner.gym.refresh_net_contact_force_tensor(inner.sim)
+        touched += int((inner.contact_forces.norm(dim=-1) > 0).sum())
+        for e in torch.nonzero(inner.finished_buf).view(-1).tolist():
+            finished[e].append(step)
+            travel[e].append(float((before[e] - start[e]).norm()))
+            near[e].append(float(gap[e]))
+            start[e] = npc()[e, 0, :2]
+        fresh = done & ~inner.finished_buf
+        start[fresh] = npc()[fresh, 0, :2]
+    buffer = {k: float(v) for k, v in env.reward_buffer.items()}
+    return {"finished": finished, "travel": travel, "near": near, "pushing": pushing,
+            "dones": dones, "threshold": float(inner.cfg.goal.THRESHOLD),
+            "touched": touched, "reward_buffer": buffer,
+            "scales": {"reach": float(env.reach_target_reward_scale),
+                       "push": float(env.push_reward_scale)}}
 
 
 def case_shadow(n, broken=None):
@@ -474,6 +579,8 @@ CASES = {
     "euler": case_euler,
     "shadow": case_shadow,
     "walk": case_walk,
+    "push": case_push,
+    "push_still": lambda n: case_push(n, 200, still=True),
     "walk_still": lambda n: case_walk(n, 0.0),
     "shadow_broken_09": lambda n: case_shadow(n, "09"),
 }

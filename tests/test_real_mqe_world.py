@@ -35,3 +35,28 @@ def test_actions_change_observations_and_rewards(real_mqe):
     # env 0's observations (each robot's position and heading among them) and rewards
     assert np.abs(np.subtract(still["obs"], moved["obs"])).max() > 0.1
     assert np.abs(np.subtract(still["reward"], moved["reward"])).max() > 1e-4
+
+
+def test_a_scripted_controller_pushes_the_box_to_its_target(real_mqe):
+    """Contact (tests/standin/isaacgym/contact.py): robots push the box; MQE's own success
+    test, reach-target and push rewards count what happened, as counted here by hand."""
+    proc, push = probe(real_mqe, "push", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    finishes = sum(len(steps) for steps in push["finished"])
+    assert all(push["finished"]), push["finished"]  # every env succeeds at least once
+    assert finishes >= 8 and push["dones"] - finishes <= 2, push
+    for env in range(4):
+        for travel, near in zip(push["travel"][env], push["near"][env]):
+            # MQE draws the target 1.5-3 m from the box and succeeds within 1 m: the box
+            # was pushed at least 0.5 m, and it was within reach of the target
+            assert travel > 0.45 and near < push["threshold"] + 0.05, (env, travel, near)
+    buffer, scales = push["reward_buffer"], push["scales"]
+    assert buffer["reach_target_reward"] == pytest.approx(scales["reach"] * finishes)
+    assert push["pushing"] > 100
+    assert buffer["push_reward"] == pytest.approx(scales["push"] * push["pushing"], rel=1e-5)
+    assert push["touched"] > 0  # net contact forces where bodies touch
+
+    proc, still = probe(real_mqe, "push_still", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert still["pushing"] == 0 and not any(still["finished"])
+    assert still["reward_buffer"]["push_reward"] == 0.0

@@ -23,7 +23,7 @@ import signal
 import numpy as np
 import torch
 
-from isaacgym import urdf
+from isaacgym import contact, urdf
 
 # As the real gymapi re-exports its compiled bindings' enums.
 _bindings = importlib.import_module("isaacgym._bindings.linux-x86_64.gym_38")
@@ -327,6 +327,7 @@ class _Sim(object):
         self.actors = []
         self.assets = []
         self.terrain = []
+        self.ground_friction = 1.0  # no terrain: PhysX's default material
         self.prepared = False
         self.steps = 0
 
@@ -345,14 +346,17 @@ class Gym(object):
     def add_ground(self, sim, params):
         _crash_here("terrain")
         sim.terrain.append(("plane", params))
+        sim.ground_friction = params.static_friction
 
     def add_heightfield(self, sim, heightsamples, params):
         _crash_here("terrain")
         sim.terrain.append(("heightfield", np.asarray(heightsamples).shape))
+        sim.ground_friction = params.static_friction
 
     def add_triangle_mesh(self, sim, vertices, triangles, params):
         _crash_here("terrain")
         sim.terrain.append(("trimesh", (len(vertices), len(triangles))))
+        sim.ground_friction = params.static_friction
 
     def prepare_sim(self, sim):
         _crash_here("prepare_sim")
@@ -385,6 +389,15 @@ class Gym(object):
         sim.fixed = torch.tensor([a.asset.options.fix_base_link for a in actors],
                                  device=dev, dtype=torch.bool)
         sim.walk = _walkers(actors, dev)
+        walk_rows = sim.walk[0].tolist() if sim.walk is not None else []
+        sim.plane = contact.Plane(actors, walk_rows, abs(float(sim.params.gravity.z)),
+                                  sim.ground_friction, float(sim.params.dt))
+        in_plane = torch.zeros(len(actors), dtype=torch.bool)
+        in_plane[sim.plane.rows] = True
+        sim.in_plane = in_plane.to(dev)
+        sim.root_body = torch.tensor([a.first_body for a in actors], dtype=torch.long,
+                                     device=dev)
+        sim.contact = torch.zeros(num_bodies, 3, device=dev)
         sim.body_actor = torch.tensor(
             [i for i, a in enumerate(actors) for _ in range(a.asset.num_bodies)],
             device=dev, dtype=torch.long)
@@ -411,16 +424,24 @@ class Gym(object):
         dof[:, 0] = clamped
         dof[:, 1] = torch.where(clamped == pos, vel, torch.zeros_like(vel))
         root = sim.root
-        if sim.walk is not None:  # each Go1's base at the velocity its joints encode
+        walk = None
+        if sim.walk is not None:  # each Go1 commanded at the velocity its joints encode
             rows, cols = sim.walk
             joint = dof[:, 0][cols]
             vx, vy, wz = joint[0] - joint[1], joint[2] - joint[3], joint[4] - joint[5]
             qx, qy, qz, qw = root[rows][:, _ROT].unbind(-1)
             yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
-            cos, sin, zero = torch.cos(yaw), torch.sin(yaw), torch.zeros_like(vx)
-            root[rows, 7:13] = torch.stack([vx * cos - vy * sin, vx * sin + vy * cos, zero,
-                                            zero, zero, wz], -1)
-        free = (~sim.fixed).float().unsqueeze(-1)
+            cos, sin = torch.cos(yaw), torch.sin(yaw)
+            walk = torch.stack([vx * cos - vy * sin, vx * sin + vy * cos, wz], -1)
+        # the actors with shapes move in the plane's contact world (contact.py), on the host
+        state = root.detach().cpu().double().numpy()
+        forces = sim.plane.step(state, walk.detach().cpu().double().numpy()
+                                if walk is not None else None)
+        root.copy_(torch.from_numpy(state).to(root.device, root.dtype))
+        sim.contact.zero_()
+        for row, force in forces.items():
+            sim.contact[sim.root_body[row]] = torch.tensor(force, dtype=torch.float)
+        free = (~sim.fixed & ~sim.in_plane).float().unsqueeze(-1)
         root[:, _POS] += free * root[:, _LINVEL] * dt
         w = root[:, _ANGVEL] * free
         q = root[:, _ROT]
@@ -618,7 +639,7 @@ class Gym(object):
         return True
 
     def refresh_net_contact_force_tensor(self, sim):
-        sim.views["contact"].zero_()
+        sim.views["contact"].copy_(sim.contact)
         return True
 
     def refresh_dof_force_tensor(self, sim):

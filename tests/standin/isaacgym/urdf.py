@@ -9,6 +9,9 @@ Isaac Gym's importer presents it.
 - DOFs are the revolute, continuous and prismatic joints, in the order of their child
   bodies. Their properties are a numpy structured array with Isaac Gym's fields.
 - Rigid shapes are the collision elements, body by body.
+- ``footprint``: the box, cylinder and sphere collision elements of the root link and of the
+  links fixed to it, each as (kind, size, x, y, yaw) in the root's frame (the stand-in's
+  contact in the plane, ``contact.py``, reads it).
 """
 import os
 import xml.etree.ElementTree as ET
@@ -27,9 +30,35 @@ def _floats(text, default):
 
 
 class _Link(object):
-    def __init__(self, name, shapes, mass, com, inertia):
+    def __init__(self, name, shapes, mass, com, inertia, geoms=()):
         self.name, self.shapes, self.mass, self.com, self.inertia = \
             name, shapes, mass, com, inertia
+        self.geoms = list(geoms)
+
+
+def _geoms(link):
+    """(kind, size, x, y, yaw) of each box, cylinder and sphere collision element: size is
+    the box's (x, y, z) or the radius, in the link's frame."""
+    out = []
+    for collision in link.findall("collision"):
+        origin = collision.find("origin")
+        x, y, _ = _floats(origin.get("xyz") if origin is not None else None, (0, 0, 0))
+        _, _, yaw = _floats(origin.get("rpy") if origin is not None else None, (0, 0, 0))
+        geometry = collision.find("geometry")
+        for kind in ("box", "cylinder", "sphere"):
+            element = geometry.find(kind) if geometry is not None else None
+            if element is not None:
+                size = _floats(element.get("size"), ()) if kind == "box" else \
+                    float(element.get("radius"))
+                out.append((kind, size, x, y, yaw))
+    return out
+
+
+def _moved(geoms, xyz, yaw):
+    """geoms given in a child's frame, in its parent's (the fixed joint at xyz, turned yaw)."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    return [(kind, size, xyz[0] + c * x - s * y, xyz[1] + s * x + c * y, g_yaw + yaw)
+            for kind, size, x, y, g_yaw in geoms]
 
 
 class Asset(object):
@@ -76,12 +105,17 @@ class Asset(object):
                     sx, sy, sz = _floats(box.get("size"), (0, 0, 0))
                     volume += sx * sy * sz
                 mass = float(self.options.density) * volume if volume else 1.0
-            links[link.get("name")] = _Link(link.get("name"), shapes, mass, com, inertia)
+            links[link.get("name")] = _Link(link.get("name"), shapes, mass, com, inertia,
+                                            _geoms(link))
         joints = []
         for joint in robot.findall("joint"):
             limit = joint.find("limit")
             dynamics = joint.find("dynamics")
+            origin = joint.find("origin")
             joints.append({
+                "xyz": _floats(origin.get("xyz") if origin is not None else None, (0, 0, 0)),
+                "yaw": _floats(origin.get("rpy") if origin is not None else None,
+                               (0, 0, 0))[2],
                 "name": joint.get("name"), "type": joint.get("type"),
                 "parent": joint.find("parent").get("link"),
                 "child": joint.find("child").get("link"),
@@ -132,6 +166,20 @@ class Asset(object):
         visit(root.name, first)
         # the root body keeps its place first; visit appended the others in DFS order
         self._bodies = bodies
+
+        def fixed_to(link, xyz, yaw):  # the root's footprint: links fixed to it, any depth
+            geoms = _moved(link.geoms, xyz, yaw)
+            for joint in children.get(link.name, []):
+                if joint["type"] == "fixed":
+                    c, s = np.cos(yaw), np.sin(yaw)
+                    jx, jy = joint["xyz"][0], joint["xyz"][1]
+                    geoms += fixed_to(links[joint["child"]],
+                                      (xyz[0] + c * jx - s * jy, xyz[1] + s * jx + c * jy),
+                                      yaw + joint["yaw"])
+            return geoms
+
+        self.footprint = fixed_to(root, (0.0, 0.0), 0.0)
+        self.mass = float(sum(b["mass"] for b in bodies))
         self.body_names = [b["name"] for b in bodies]
         self.num_bodies = len(bodies)
         self.num_shapes = sum(b["shapes"] for b in bodies)
