@@ -3,9 +3,11 @@ MQE, with Isaac Gym stood in (tests/standin), on the CPU: our checkpoints, the a
 three published ones (their object inferred), the high level's published policy planned
 with RRT through the real wrapper's own reset sequence, and the four-stage pipeline.
 
-The stand-in's physics moves no box (no contacts), so no env succeeds: success rates are 0
-and the collision degrees, which MQE averages over successful envs, are reported as null.
-What is asserted is what MQE's own code decides: episodes, time-outs, planning, the keys."""
+Over the stand-in's contact the authors' policies push boxes too (the T-block's succeeds in
+both envs), so success rates are whatever MQE's calculator counts; what is asserted is what
+MQE's own code decides: episodes, time-outs, planning, the keys, and that a success ends an
+episode before its time-out. (tests/test_real_mqe_world.py checks success against a scripted
+controller whose outcome is counted by hand.)"""
 import json
 import subprocess
 import sys
@@ -61,7 +63,9 @@ def test_eval_of_each_published_checkpoint_infers_its_object(real_mqe, tmp_path,
     assert result["num_envs"] == NUM_ENVS and set(METRICS) <= set(result)
     # every env ended its first episode, and none lasted longer than the config allows
     assert 0 < result["finished_time"] <= mid_episode_s(real_mqe["tree"], obj) + 1e-6
-    assert result["success_rate"] == 0.0  # the stand-in moves no box
+    assert 0.0 <= result["success_rate"] <= 1.0
+    if result["success_rate"] > 0:  # a success ends its episode before the time-out
+        assert result["finished_time"] < mid_episode_s(real_mqe["tree"], obj)
 
 
 def test_eval_of_a_run_of_ours_writes_a_line_per_checkpoint(real_mqe, ppo_run):
@@ -107,8 +111,9 @@ def test_upper_eval_plans_with_rrt_through_the_real_wrapper(real_mqe, tmp_path):
     assert "collision_degree" in result and "obstacle_collision_degree" in result
     assert sorted(p.name for p in figures.glob("*.png")) == \
         ["rrt-env%d.png" % i for i in range(NUM_ENVS)]
-    # the upper episode is 160 s (go1_push_upper_config.py:13): every env timed out there
-    assert result["finished_time"] == pytest.approx(160.0)
+    # the upper episode is 160 s (go1_push_upper_config.py:13): a success ends it earlier
+    assert 0 < result["finished_time"] <= 160.0 + 1e-6
+    assert (result["success_rate"] > 0) <= (result["finished_time"] < 160.0)
 
 
 def test_video_of_a_published_checkpoint_through_mqe_camera(real_mqe, tmp_path):
@@ -121,7 +126,8 @@ def test_video_of_a_published_checkpoint_through_mqe_camera(real_mqe, tmp_path):
                       cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     videos = sorted(out.glob("*.mp4"))
-    assert len(videos) == 1 and "fail" in videos[0].name
+    assert len(videos) == 1
+    assert videos[0].name.endswith(("-success.mp4", "-fail.mp4")), videos[0].name
     import imageio_ffmpeg
 
     reader = imageio_ffmpeg.read_frames(str(videos[0]))
@@ -146,12 +152,12 @@ def test_reproduce_evaluates_the_authors_checkpoints(real_mqe, tmp_path):
     out = tmp_path / "reproduce"
     proc = run_mapush(["reproduce", "--objects", "cylinder", "--num-envs", NUM_ENVS,
                        "--out", out] + CPU, real_env(real_mqe), cwd=tmp_path, timeout=600)
-    # exit 1: our figures (the stand-in pushes nothing) differ from theirs, flagged
+    # exit 1: our figures (over the stand-in's physics) differ from theirs, flagged
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     table = json.loads((out / "table.json").read_text())
     rows = [(r["object"], r["step"]) for r in table["rows"]]
     assert rows == [("cylinder", s) for s in (80000000, 90000000, 100000000)]
-    assert all(r["ours"]["success_rate"] == 0.0 for r in table["rows"])
+    assert all(0.0 <= r["ours"]["success_rate"] <= 1.0 for r in table["rows"])
     assert (out / "table.md").is_file()
 
 

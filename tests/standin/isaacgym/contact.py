@@ -51,11 +51,10 @@ def _area(kind, size):
 
 
 def _geom_xml(name, kind, size, x, y, yaw, mass):
-    dims = ("%g %g %g" % (size[0] / 2, size[1] / 2, HALF_HEIGHT) if kind == "box" else
-            "%g %g" % (size, HALF_HEIGHT) if kind == "cylinder" else "%g" % size)
-    kind = "cylinder" if kind == "sphere" else kind  # a sphere's footprint is its disc
-    if kind == "cylinder" and " " not in dims:
-        dims = "%s %g" % (dims, HALF_HEIGHT)
+    if kind == "box":
+        kind, dims = "box", "%g %g %g" % (size[0] / 2, size[1] / 2, HALF_HEIGHT)
+    else:  # a cylinder's or a sphere's footprint is its disc
+        kind, dims = "cylinder", "%g %g" % (size, HALF_HEIGHT)
     return ('<geom name="%s" type="%s" size="%s" pos="%g %g 0" euler="0 0 %g" mass="%g" '
             'contype="0" conaffinity="0"/>' % (name, kind, dims, x, y, yaw, mass))
 
