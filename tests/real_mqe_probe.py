@@ -541,6 +541,42 @@ def case_push(n, steps=1000, still=False):
                        "push": float(env.push_reward_scale)}}
 
 
+def case_calculator(n):
+    """``mapush eval``'s calculator (mapush/eval/calculator.py) with the scripted controller
+    as its policy, and the same first episodes counted here: per env, its first episode's
+    end (finished or not, and at which step) and the steps of it in which both robots were
+    within 1 m of the box (MQE's collaboration check), read before each step."""
+    from mapush.eval.calculator import calculator
+
+    env, _ = sim.make_env(spec(num_envs=n, seed=3))
+    inner = env.env
+    ended = [None] * n
+    together = [0] * n
+    taken = [0]
+
+    def look():  # after step k: what the calculator's loop saw
+        k = taken[0]
+        if k:
+            box = inner.root_states_npc.view(n, -1, 13)[:, 0, :2]
+            robots = inner.root_states.view(n, inner.num_agents, 13)[..., :2]
+            close = ((robots - box.unsqueeze(1)).norm(dim=-1) < 1.0).all(dim=1)
+            for e in range(n):
+                if ended[e] is None:
+                    together[e] += int(close[e])
+                    if bool(inner.reset_buf[e]):
+                        ended[e] = [bool(inner.finished_buf[e]), k]
+
+    def policy(_obs):
+        look()
+        taken[0] += 1
+        return pushing_actions(env)
+
+    result = calculator(env, policy, 2 * int(env.max_episode_length) + 10)
+    look()
+    return {"result": result, "ended": ended, "together": together,
+            "max_episode_length": int(env.max_episode_length), "dt": float(env.dt)}
+
+
 def case_shadow(n, broken=None):
     """Child A of ``mapush doctor --check-step`` (step_check.trace, the fast step) with the
     CUDA graphs emulated on the CPU: the first replays of each graph checked against eager
@@ -580,6 +616,7 @@ CASES = {
     "shadow": case_shadow,
     "walk": case_walk,
     "push": case_push,
+    "calculator": case_calculator,
     "push_still": lambda n: case_push(n, 200, still=True),
     "walk_still": lambda n: case_walk(n, 0.0),
     "shadow_broken_09": lambda n: case_shadow(n, "09"),

@@ -60,3 +60,26 @@ def test_a_scripted_controller_pushes_the_box_to_its_target(real_mqe):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert still["pushing"] == 0 and not any(still["finished"])
     assert still["reward_buffer"]["push_reward"] == 0.0
+
+
+def test_mapush_eval_counts_the_scripted_episodes_as_counted_by_hand(real_mqe):
+    """``mapush eval``'s calculator over the scripted controller: the success rate, finished
+    time and collaboration degree it reports are those of the episodes counted here."""
+    proc, out = probe(real_mqe, "calculator", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result, ended, together = out["result"], out["ended"], out["together"]
+    assert all(end is not None for end in ended)
+    successes = [end[0] for end in ended]
+    assert sum(successes) >= 3  # the controller succeeds in (nearly) every first episode
+    assert result["success_rate"] == pytest.approx(sum(successes) / 4.0)
+    # MQE keeps the episode length of a success, and the full episode for the others
+    lengths = [end[1] if end[0] else out["max_episode_length"] for end in ended]
+    assert result["finished_time"] == pytest.approx(sum(lengths) / 4.0 * out["dt"], rel=1e-6)
+    # the collaboration degree, over successful envs: steps with both robots at the box
+    # over the episode's length (read here before each step: the last step's state, after
+    # its reset, is not seen, hence one step's tolerance)
+    wins = [e for e in range(4) if successes[e]]
+    hand = sum(together[e] / ended[e][1] for e in wins) / len(wins)
+    assert hand > 0.05
+    assert result["collaboration_degree"] == pytest.approx(
+        hand, abs=max(1.0 / ended[e][1] for e in wins))
