@@ -96,7 +96,8 @@ def test_eval_of_a_harl_checkpoint_over_real_mqe(real_mqe, tmp_path):
 
 def test_upper_eval_plans_with_rrt_through_the_real_wrapper(real_mqe, tmp_path):
     """The published high-level policy: MQE's wrapper plans with RRT (patches/mapush/04)
-    for every env, and both collision degrees are reported (patches/mapush/05)."""
+    for every env, and both collision degrees are reported (patches/mapush/05); it
+    succeeds."""
     example = real_mqe["tree"] / "resources" / "goals_net" / "example.pt"
     figures = tmp_path / "rrt"
     proc = run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example,
@@ -113,7 +114,10 @@ def test_upper_eval_plans_with_rrt_through_the_real_wrapper(real_mqe, tmp_path):
         ["rrt-env%d.png" % i for i in range(NUM_ENVS)]
     # the upper episode is 160 s (go1_push_upper_config.py:13): a success ends it earlier
     assert 0 < result["finished_time"] <= 160.0 + 1e-6
-    assert (result["success_rate"] > 0) <= (result["finished_time"] < 160.0)
+    # over the stand-in's contact the published hierarchy (its command net pushing, RRT's
+    # waypoints) brings the box to the final target: an env that succeeds first is reset
+    # alone while the other plays on (the wrapper's per-env reset)
+    assert result["success_rate"] > 0 and result["finished_time"] < 160.0
 
 
 def test_video_of_a_published_checkpoint_through_mqe_camera(real_mqe, tmp_path):

@@ -391,9 +391,9 @@ class Gym(object):
         sim.walk = _walkers(actors, dev)
         walk_rows = sim.walk[0].tolist() if sim.walk is not None else []
         sim.plane = contact.Plane(actors, walk_rows, abs(float(sim.params.gravity.z)),
-                                  sim.ground_friction, float(sim.params.dt))
+                                  sim.ground_friction, float(sim.params.dt)) if actors else None
         in_plane = torch.zeros(len(actors), dtype=torch.bool)
-        in_plane[sim.plane.rows] = True
+        in_plane[sim.plane.rows if sim.plane else []] = True
         sim.in_plane = in_plane.to(dev)
         sim.root_body = torch.tensor([a.first_body for a in actors], dtype=torch.long,
                                      device=dev)
@@ -433,14 +433,15 @@ class Gym(object):
             yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
             cos, sin = torch.cos(yaw), torch.sin(yaw)
             walk = torch.stack([vx * cos - vy * sin, vx * sin + vy * cos, wz], -1)
-        # the actors with shapes move in the plane's contact world (contact.py), on the host
-        state = root.detach().cpu().double().numpy()
-        forces = sim.plane.step(state, walk.detach().cpu().double().numpy()
-                                if walk is not None else None)
-        root.copy_(torch.from_numpy(state).to(root.device, root.dtype))
-        sim.contact.zero_()
-        for row, force in forces.items():
-            sim.contact[sim.root_body[row]] = torch.tensor(force, dtype=torch.float)
+        if sim.plane is not None:
+            # the actors with shapes move in the plane's contact world (contact.py), on the host
+            state = root.detach().cpu().double().numpy()
+            forces = sim.plane.step(state, walk.detach().cpu().double().numpy()
+                                    if walk is not None else None)
+            root.copy_(torch.from_numpy(state).to(root.device, root.dtype))
+            sim.contact.zero_()
+            for row, force in forces.items():
+                sim.contact[sim.root_body[row]] = torch.tensor(force, dtype=torch.float)
         free = (~sim.fixed & ~sim.in_plane).float().unsqueeze(-1)
         root[:, _POS] += free * root[:, _LINVEL] * dt
         w = root[:, _ANGVEL] * free
