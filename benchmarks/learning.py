@@ -1,0 +1,106 @@
+"""Does training learn over the stand-in (#48)? ``mapush train`` over MAPush's real MQE (the
+patched tree, as the image has it) and the Isaac Gym stand-in (its physics: robots walk where
+commanded, contact in the plane), on one GPU; the success rate per update (the run's
+``progress.txt``) and the losses and rewards per update (``log.txt``) into ``learning.json``.
+
+    python benchmarks/learning.py --src MAPUSH_SRC --site SITE --records RECORDS --out DIR \
+        [--algo ppo] [--object cuboid] [--num-envs 500] [--steps 6000000] [--device cuda:0]
+
+SITE is the patched OpenRL/HARL site MQE imports (benchmarks/README.md, "Reproduce");
+RECORDS the patch records that preflight checks. Not PhysX: a figure from this script is a
+figure over the stand-in, and says so in its file.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STANDIN = REPO / "tests" / "standin"
+UPDATE = re.compile(r"step (\d+): (.*)")
+
+
+def prepare(src: str, dest: Path) -> None:
+    if not dest.exists():
+        subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), src, str(dest)],
+                       check=True, stdout=subprocess.DEVNULL)
+
+
+def curves(run: Path) -> dict:
+    """Success per update (progress.txt: step,success,fps) and each update's tags."""
+    success = []
+    for line in (run / "progress.txt").read_text().splitlines()[1:]:
+        step, value, fps = line.split(",")
+        success.append([int(step), float(value) if value else None, float(fps)])
+    updates = []
+    log = run / "log.txt"
+    for line in (log.read_text().splitlines() if log.is_file() else []):
+        match = UPDATE.search(line)
+        if match:
+            tags = dict(pair.split("=", 1) for pair in match.group(2).split())
+            updates.append({"step": int(match.group(1)),
+                            **{k: float(v) for k, v in tags.items()}})
+    return {"success": success, "updates": updates}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--src", required=True)
+    parser.add_argument("--site", required=True)
+    parser.add_argument("--records", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--object", default="cuboid")
+    parser.add_argument("--num-envs", type=int, default=500)
+    parser.add_argument("--steps", type=int, default=6000000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--timeout", type=float, default=540.0)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tree = Path("/tmp/learning-tree/MAPush")
+    prepare(args.src, tree)
+    records = Path("/tmp/learning-records")  # OpenRL's and HARL's, and the tree's own
+    records.mkdir(exist_ok=True)
+    for record in list(Path(args.records).glob("*.json")) + \
+            list((tree / ".mapush-patches").glob("*.json")):
+        shutil.copy(str(record), str(records / record.name))
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([args.site, str(STANDIN), str(tree), str(REPO)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+               MAPUSH_ROOT=str(tree), MAPUSH_PATCH_RECORDS=str(records),
+               TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    run = out / "run"
+    cmd = [sys.executable, "-m", "mapush", "train", "--algo", args.algo, "--object",
+           args.object, "--num-envs", str(args.num_envs), "--steps", str(args.steps),
+           "--seed", str(args.seed), "--sim-device", args.device, "--rl-device", args.device,
+           "--run-dir", str(run)]
+    started = time.time()
+    try:
+        proc = subprocess.run(cmd, env=env, timeout=args.timeout, capture_output=True,
+                              text=True)
+        code, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+    except subprocess.TimeoutExpired as exc:  # what it logged so far still counts
+        code, tail = None, str(exc.stdout or "")[-3000:]
+    result = {"what": "mapush train over real MQE and the Isaac Gym stand-in (not PhysX)",
+              "algo": args.algo, "object": args.object, "num_envs": args.num_envs,
+              "steps": args.steps, "seed": args.seed, "device": args.device,
+              "seconds": round(time.time() - started, 1), "returncode": code}
+    if (run / "progress.txt").is_file():
+        result.update(curves(run))
+    (out / "learning.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(tail[-1500:])
+    print("learning: %d updates, success %s" % (
+        len(result.get("success", [])),
+        [row[1] for row in result.get("success", [])][-5:]))
+    return 0 if code in (0, None) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
