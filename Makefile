@@ -239,6 +239,7 @@ _PYTHON_BIN = $(or $(shell $(PYTHON) -c 'import sys; print(sys.executable)' 2>/d
 	$(sort $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(patsubst python%,%,$(notdir $(PYTHON))).*/bin/python))))
 $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 	@test -n "$(_PYTHON_BIN)" || { echo "error: PYTHON=$(PYTHON) is not a Python interpreter here (nor under pyenv): install it, or pass PYTHON=/path/to/python3.X (3.10 to 3.13)" >&2; exit 2; }
+	@$(_PYTHON_BIN) -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 13))' || { echo "error: PYTHON=$(PYTHON) is Python $$($(_PYTHON_BIN) -c 'import platform; print(platform.python_version())'); the test venv needs 3.10 to 3.13: pass PYTHON=python3.11 (the image's Python 3.8 stack is make test-stack)" >&2; exit 2; }
 	$(_PYTHON_BIN) -m venv $(VENV)
 	$(VENV_PY) -m pip install -q --upgrade pip
 	$(VENV_PY) -m pip install -q -r env/requirements-test.txt

@@ -648,6 +648,19 @@ def test_make_venv_finds_a_python_by_name_or_says_it_is_missing(tmp_path):
     assert not (tmp_path / "v").exists()
 
 
+def test_make_venv_refuses_a_python_outside_3_10_to_3_13_before_pip(tmp_path):
+    """#51: make venv PYTHON=python3.8 failed deep in pip; now one error line, exit 2,
+    nothing created."""
+    python38 = make(["-s", "-f", "Makefile", "--eval", "p38: ; @echo $(PYTHON38)",
+                     "p38"]).stdout.strip()
+    assert python38 and shutil.which(python38), "no Python 3.8 here: make test-stack needs one"
+    proc = make(["venv", "PYTHON=%s" % python38, "VENV=%s" % (tmp_path / "v")])
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert "is Python 3.8." in errors[0] and "3.10 to 3.13" in errors[0]
+    assert not (tmp_path / "v").exists()
+
+
 def test_doctor_checks_the_host_before_the_image_exists(sandbox, tmp_path):
     """#38 item 1: make doctor ran only inside the image, so it checked nothing before the
     long build. On a host with no GPU, toolkit, BuildKit or tarball it now prints one line
