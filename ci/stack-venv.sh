@@ -43,7 +43,10 @@ pip install "torch==$torch" "torchvision==$torchvision" -c "$dir/lock-pins.txt"
 echo "test-stack: substituted: torch $torch and torchvision $torchvision from PyPI, with:" \
      "$(comm -13 <(echo "$before") <(pip freeze | sort) | grep -v -E '^torch(vision)?==' |
         tr '\n' ' ')"
-# 4. (the test runner, pytest and pytest-timeout, is in the lock: mapush smoke runs them)
+# 4. (the test runner, pytest and pytest-timeout, is in the lock: mapush smoke runs them);
+#    coverage.py, not in the image: CI's figure of MQE's coverage by the real-MQE tests
+#    (tests/mqe_coverage.py)
+pip install "coverage==7.6.1"
 # 5. our patches on the installed OpenRL, and on HARL's files at the pin (from the harl-aht
 #    carrier, checked against env/upstream.sha256 by the tests' helper), as the image
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

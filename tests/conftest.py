@@ -57,7 +57,7 @@ def real_mqe(upstream, tmp_path_factory):
     for record in list(Path(upstream["records"]).glob("*.json")) + \
             list((tree / ".mapush-patches").glob("*.json")):
         (records / record.name).write_bytes(record.read_bytes())
-    return {"tree": tree, "records": records, "site": upstream["site"]}
+    return {"tree": tree, "records": records, "site": upstream["site"], "measured": True}
 
 
 PATCHES = REPO / "patches" / "mapush"
@@ -75,7 +75,8 @@ def prepare_tree(dest, pristine):
 @pytest.fixture(scope="session")
 def pristine(real_mqe, tmp_path_factory):
     """MAPush at the pin as upstream ships it (the stand-in body added, nothing patched)."""
-    return dict(real_mqe, tree=prepare_tree(tmp_path_factory.mktemp("pristine") / "MAPush", True))
+    return dict(real_mqe, tree=prepare_tree(tmp_path_factory.mktemp("pristine") / "MAPush", True),
+                measured=False)
 
 
 @pytest.fixture(scope="session")
@@ -85,7 +86,7 @@ def device_only(real_mqe, tmp_path_factory):
     for patch in sorted(PATCHES.glob("*.patch")):
         if patch.name.startswith(DEVICE_PATCHES):
             subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=str(tree), check=True)
-    return dict(real_mqe, tree=tree)
+    return dict(real_mqe, tree=tree, measured=False)
 
 
 def real_env(real, **extra):
@@ -105,6 +106,13 @@ def real_env(real, **extra):
         "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
     })
     env.pop("MQE_DOUBLE_LOG", None)
+    measured = os.environ.get("MAPUSH_MQE_COVERAGE")
+    if measured and real.get("measured"):  # tests/mqe_coverage.py: the shipped tree only
+        from tests.mqe_coverage import rcfile
+
+        env["COVERAGE_PROCESS_START"] = str(rcfile(Path(measured), Path(real["tree"])))
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests" / "coverage_hook"),
+                                             env["PYTHONPATH"]])
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
