@@ -5,6 +5,8 @@ commanded, contact in the plane), on one GPU; the success rate per update (the r
 
     python benchmarks/learning.py --src MAPUSH_SRC --site SITE --records RECORDS --out DIR \
         [--algo ppo] [--object cuboid] [--num-envs 500] [--steps 6000000] [--device cuda:0]
+        [--object-config FILE] [--run DIR]   # a run already in DIR is resumed (mapush train
+                                             # --resume): a long run over several calls
 
 SITE is the patched OpenRL/HARL site MQE imports (benchmarks/README.md, "Reproduce");
 RECORDS the patch records that preflight checks. Not PhysX: a figure from this script is a
@@ -61,6 +63,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--timeout", type=float, default=540.0)
+    parser.add_argument("--object-config", help="e.g. the authors' results/<run>/task/config.py"
+                        " (relative: to the prepared tree)")
+    parser.add_argument("--checkpoint-interval", type=int, default=2000000)
+    parser.add_argument("--run", help="the run directory (default OUT/run); resumed if there")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,11 +82,17 @@ def main(argv=None) -> int:
                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]),
                MAPUSH_ROOT=str(tree), MAPUSH_PATCH_RECORDS=str(records),
                TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-    run = out / "run"
-    cmd = [sys.executable, "-m", "mapush", "train", "--algo", args.algo, "--object",
-           args.object, "--num-envs", str(args.num_envs), "--steps", str(args.steps),
-           "--seed", str(args.seed), "--sim-device", args.device, "--rl-device", args.device,
-           "--run-dir", str(run)]
+    run = Path(args.run) if args.run else out / "run"
+    if (run / "config.json").is_file():
+        cmd = [sys.executable, "-m", "mapush", "train", "--resume", str(run)]
+    else:
+        cmd = [sys.executable, "-m", "mapush", "train", "--algo", args.algo, "--object",
+               args.object, "--num-envs", str(args.num_envs), "--steps", str(args.steps),
+               "--seed", str(args.seed), "--sim-device", args.device, "--rl-device",
+               args.device, "--checkpoint-interval", str(args.checkpoint_interval),
+               "--run-dir", str(run)]
+        if args.object_config:
+            cmd += ["--object-config", str(tree / args.object_config)]
     started = time.time()
     try:
         proc = subprocess.run(cmd, env=env, timeout=args.timeout, capture_output=True,
@@ -91,6 +103,7 @@ def main(argv=None) -> int:
     result = {"what": "mapush train over real MQE and the Isaac Gym stand-in (not PhysX)",
               "algo": args.algo, "object": args.object, "num_envs": args.num_envs,
               "steps": args.steps, "seed": args.seed, "device": args.device,
+              "object_config": args.object_config, "command": cmd[3:],
               "seconds": round(time.time() - started, 1), "returncode": code}
     if (run / "progress.txt").is_file():
         result.update(curves(run))
