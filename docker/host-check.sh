@@ -19,7 +19,7 @@
 #           except the last, which goes to stdout for make to print with $(error); exit 2.
 # host      make doctor before (and besides) the image: one line per check of the host
 #           (`ok: ...` or `error: ...` with its fix): driver and GPUs, Container Toolkit,
-#           Docker daemon, BuildKit, Compose v2, the tarball, disk free for a build. Exit 2
+#           Docker daemon, Docker Engine 23.0 or newer, BuildKit, Compose v2, the tarball, disk free for a build. Exit 2
 #           if any failed; 3 if all passed and IMAGE is not built yet; else 0.
 #
 # buildkit  `docker build --build-context` (make build) needs BuildKit, i.e. the buildx
@@ -50,6 +50,7 @@ fail() {
 BUILDKIT_MSG="make build needs Docker BuildKit ('docker buildx version' failed): install docker-buildx-plugin from Docker's apt repository (README, 'What you need') and retry"
 COMPOSE_MSG="Docker Compose v2 is missing ('docker compose version' failed): install docker-compose-plugin from Docker's apt repository (README, 'What you need'); the old docker-compose v1 is not enough"
 DAEMON_MSG="the Docker daemon does not answer ('docker info' failed): start it (sudo systemctl start docker), or check DOCKER_HOST and that you may use it (the docker group)"
+ENGINE_MSG="is older than 23.0, which this project needs (BuildKit by default, the Buildx and Compose v2 plugins): install docker-ce from Docker's apt repository (README, 'What you need')"
 GPU_MSG="no NVIDIA driver answers ('nvidia-smi -L' failed or lists no GPU): install the NVIDIA driver, R510 (510.39.01) or newer, on a machine with an NVIDIA GPU"
 TOOLKIT_MSG="the NVIDIA Container Toolkit is missing (no nvidia-ctk, no nvidia runtime in 'docker info'): install nvidia-container-toolkit, run 'sudo nvidia-ctk runtime configure --runtime=docker' and restart Docker"
 
@@ -168,13 +169,19 @@ check_prereqs() {
 }
 
 check_host() {
-    local image=$1 tarball=$2 sha=${3:-} bad=0 list msg
+    local image=$1 tarball=$2 sha=${3:-} bad=0 list msg engine
     say() { if [ "$1" = ok ]; then echo "ok: $2"; else echo "error: $2"; bad=1; fi; }
     if list=$(gpus); then
         say ok "NVIDIA driver $("$nvidia_smi" --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(wc -l <<<"$list") GPU(s): $(head -n 1 <<<"$list")"
     else say error "$GPU_MSG"; fi
     if has_toolkit; then say ok "NVIDIA Container Toolkit"; else say error "$TOOLKIT_MSG"; fi
-    if "$docker_cmd" info >/dev/null 2>&1; then say ok "Docker daemon answers"; else say error "$DAEMON_MSG"; fi
+    if "$docker_cmd" info >/dev/null 2>&1; then
+        say ok "Docker daemon answers"
+        engine=$("$docker_cmd" version --format '{{.Server.Version}}' 2>/dev/null || true)
+        if [[ ! "$engine" =~ ^[0-9]+\. ]]; then :  # no version to read: nothing to say
+        elif [ "${engine%%.*}" -ge 23 ]; then say ok "Docker Engine $engine"
+        else say error "Docker Engine $engine $ENGINE_MSG"; fi
+    else say error "$DAEMON_MSG"; fi
     if "$docker_cmd" buildx version >/dev/null 2>&1; then say ok "BuildKit (docker buildx)"; else say error "$BUILDKIT_MSG"; fi
     if "$docker_cmd" compose version >/dev/null 2>&1; then say ok "Docker Compose v2"; else say error "$COMPOSE_MSG"; fi
     if "$docker_cmd" image inspect "$image" >/dev/null 2>&1; then

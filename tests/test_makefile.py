@@ -30,6 +30,7 @@ if [ "$1" = "info" ] && [ -n "${STUB_NO_DAEMON:-}" ]; then
     echo "Cannot connect to the Docker daemon" >&2; exit 1; fi
 if [ "$1 $2 $3" = "info --format {{json .Runtimes}}" ] && [ -z "${STUB_NO_TOOLKIT:-}" ]; then
     echo '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'; exit 0; fi
+if [ "$1 $2" = "version --format" ]; then echo "${STUB_ENGINE:-27.3.1}"; exit 0; fi
 if [ "$1" = "pull" ] && [ -n "${STUB_NO_PULL:-}" ]; then
     echo "Error response from daemon: Get https://registry-1.docker.io/v2/: dial tcp" >&2; exit 1; fi
 if [ "$1 $2" = "image inspect" ]; then
@@ -672,8 +673,9 @@ def test_doctor_checks_the_host_before_the_image_exists(sandbox, tmp_path):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stdout.strip().splitlines()
     errors = [line for line in lines if line.startswith("error: ")]
-    assert [line.split(":", 1)[0] for line in lines] == ["error", "error", "ok", "error", "ok",
-                                                         "error", "error"], lines
+    assert [line.split(":", 1)[0] for line in lines] == ["error", "error", "ok", "ok", "error",
+                                                         "ok", "error", "error"], lines
+    assert "ok: Docker Engine 27.3.1" in lines
     for needle in ("no NVIDIA driver answers", "NVIDIA Container Toolkit is missing",
                    "BuildKit", "Isaac Gym tarball", "GB free"):
         assert [e for e in errors if needle in e], needle
@@ -691,6 +693,17 @@ def test_doctor_checks_the_host_before_the_image_exists(sandbox, tmp_path):
     assert "ok: image mapush-env:latest is built" in proc.stdout
     assert [c for c in docker_calls(sandbox) if c.startswith("compose")][-1].endswith(
         "run --rm doctor mapush doctor --num-envs 200")
+
+
+def test_doctor_refuses_a_docker_engine_older_than_23(sandbox, tmp_path):
+    """#51: the README requires Docker Engine 23.0 or newer; make doctor says so, with the
+    version found and the fix, before any container starts."""
+    proc = stubbed(sandbox, ["doctor"], STUB_ENGINE="20.10.24+dfsg1")
+    assert proc.returncode == 2, proc.stderr
+    errors = [l for l in proc.stdout.splitlines() if l.startswith("error: ")]
+    assert len(errors) == 1 and "Docker Engine 20.10.24+dfsg1 is older than 23.0" in errors[0]
+    assert "docker-ce" in errors[0]
+    assert not [c for c in docker_calls(sandbox) if c.startswith(("compose run", "build "))]
 
 
 def test_demo_evaluates_records_and_reports_the_authors_cuboid_policy(sandbox):
