@@ -99,23 +99,27 @@ class Plane(object):
                     self.walk.append(row)
                     acts.append("".join('<velocity joint="%s_%s" kv="%g"/>'
                                         % (name, axis, DRIVE_GAIN * mass) for axis in "xyr"))
-            (self.free if not fixed else []).append(row)
+            if not fixed:
+                self.free.append(row)
             self.rows.append(row)
-        for i, a in enumerate(self.rows):
-            for b in self.rows[i + 1:]:
-                first, second = actors[a], actors[b]
-                if first.env is not second.env or not _collide(first, second) or (
-                        a not in self.free and b not in self.free):
-                    continue
-                mu = 0.5 * (first.shape_props[0].friction + second.shape_props[0].friction)
-                pairs += ['<pair geom1="%s" geom2="%s" condim="3" friction="%g %g"/>'
-                          % (g1, g2, mu, mu) for g1 in geoms[a] for g2 in geoms[b]]
+        by_env, free = {}, set(self.free)
+        for row in self.rows:  # contact pairs only within an env
+            by_env.setdefault(id(actors[row].env), []).append(row)
+        for rows in by_env.values():
+            for i, a in enumerate(rows):
+                for b in rows[i + 1:]:
+                    first, second = actors[a], actors[b]
+                    if not _collide(first, second) or (a not in free and b not in free):
+                        continue
+                    mu = 0.5 * (first.shape_props[0].friction + second.shape_props[0].friction)
+                    pairs += ['<pair geom1="%s" geom2="%s" condim="3" friction="%g %g"/>'
+                              % (g1, g2, mu, mu) for g1 in geoms[a] for g2 in geoms[b]]
         xml = ('<mujoco><option timestep="%g" gravity="0 0 0" integrator="implicitfast"/>'
                '<worldbody>%s</worldbody><actuator>%s</actuator><contact>%s</contact>'
                '</mujoco>' % (dt, "".join(bodies), "".join(acts), "".join(pairs)))
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
-        self.fixed = [row for row in self.rows if row not in self.free]
+        self.fixed = [row for row in self.rows if row not in free]
         self.body_of = {mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r): r
                         for r in self.rows}
         self.mocap = [self.model.body_mocapid[mujoco.mj_name2id(
