@@ -57,7 +57,12 @@ def real_mqe(upstream, tmp_path_factory):
     for record in list(Path(upstream["records"]).glob("*.json")) + \
             list((tree / ".mapush-patches").glob("*.json")):
         (records / record.name).write_bytes(record.read_bytes())
-    return {"tree": tree, "records": records, "site": upstream["site"], "measured": True}
+    measured = os.environ.get("MAPUSH_MQE_COVERAGE")
+    if measured:  # tests/mqe_coverage.py: this tree's children, and no other tree's
+        from tests.mqe_coverage import rcfile
+
+        measured = {"rc": str(rcfile(Path(measured), tree)), "tree": str(tree)}
+    return {"tree": tree, "records": records, "site": upstream["site"], "coverage": measured}
 
 
 PATCHES = REPO / "patches" / "mapush"
@@ -75,8 +80,7 @@ def prepare_tree(dest, pristine):
 @pytest.fixture(scope="session")
 def pristine(real_mqe, tmp_path_factory):
     """MAPush at the pin as upstream ships it (the stand-in body added, nothing patched)."""
-    return dict(real_mqe, tree=prepare_tree(tmp_path_factory.mktemp("pristine") / "MAPush", True),
-                measured=False)
+    return dict(real_mqe, tree=prepare_tree(tmp_path_factory.mktemp("pristine") / "MAPush", True))
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +90,7 @@ def device_only(real_mqe, tmp_path_factory):
     for patch in sorted(PATCHES.glob("*.patch")):
         if patch.name.startswith(DEVICE_PATCHES):
             subprocess.run(["patch", "-p1", "-s", "-i", str(patch)], cwd=str(tree), check=True)
-    return dict(real_mqe, tree=tree, measured=False)
+    return dict(real_mqe, tree=tree)
 
 
 def real_env(real, **extra):
@@ -106,11 +110,9 @@ def real_env(real, **extra):
         "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
     })
     env.pop("MQE_DOUBLE_LOG", None)
-    measured = os.environ.get("MAPUSH_MQE_COVERAGE")
-    if measured and real.get("measured"):  # tests/mqe_coverage.py: the shipped tree only
-        from tests.mqe_coverage import rcfile
-
-        env["COVERAGE_PROCESS_START"] = str(rcfile(Path(measured), Path(real["tree"])))
+    measured = real.get("coverage")
+    if measured and str(real["tree"]) == measured["tree"]:  # the shipped tree only
+        env["COVERAGE_PROCESS_START"] = measured["rc"]
         env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests" / "coverage_hook"),
                                              env["PYTHONPATH"]])
     env.update({k: str(v) for k, v in extra.items()})
