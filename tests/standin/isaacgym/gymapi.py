@@ -440,8 +440,11 @@ class Gym(object):
                                     if walk is not None else None)
             root.copy_(torch.from_numpy(state).to(root.device, root.dtype))
             sim.contact.zero_()
-            for row, force in forces.items():
-                sim.contact[sim.root_body[row]] = torch.tensor(force, dtype=torch.float)
+            if forces:  # one host-to-device copy for every touching actor
+                rows = list(forces)
+                sim.contact[sim.root_body[rows]] = torch.tensor(
+                    np.stack([forces[row] for row in rows]), dtype=torch.float,
+                    device=sim.contact.device)
         free = (~sim.fixed & ~sim.in_plane).float().unsqueeze(-1)
         root[:, _POS] += free * root[:, _LINVEL] * dt
         w = root[:, _ANGVEL] * free
