@@ -290,8 +290,6 @@ def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
                              % (args.spec, ", ".join(others)))
         spec, record = spec_from_file(args.spec) if args.spec else spec_from_args(args, given)
         return train(spec, preflight=not args.no_preflight, record=record)
-    if args.command not in COMMANDS:  # pragma: no cover - argparse knows the commands
-        raise UsageError("unknown command %r" % args.command)
     return int(importlib.import_module(COMMANDS[args.command]).main(args))
 
 

@@ -4,6 +4,7 @@ How it works: docs/architecture.md, "Modules"."""
 import argparse
 import importlib.util
 import inspect
+import io
 import json
 import shutil
 import sys
@@ -19,8 +20,9 @@ from mapush.checkpoints.command_net import resolve_command_net
 from mapush.checkpoints.policy import checkpoint_sha256, kind, load_module, module_path
 from mapush.checkpoints.source import RUN_CONFIG, describe, refuse_inside_run, resolve
 from mapush.common import outputs
-from mapush.common.atomic import write_json, write_text
+from mapush.common.atomic import write_bytes, write_json, write_text
 from mapush.common.hashing import sha256
+from mapush.diagnostics.doctor import require_devices
 from mapush.errors import MapushError, UsageError
 from mapush.objects import mapush_root
 from mapush.proc import Supervisor, signal_name
@@ -83,16 +85,22 @@ def _write(name: str, pair: Net, formats: str, folder: Path, seed: int,
         expected = torch.as_tensor(reference(obs)).cpu().numpy()
         example, produced = torch.zeros(2, obs_dim), {}  # type: Any, Dict[str, Any]
         if formats in ("torchscript", "both"):
-            torch.jit.save(torch.jit.trace(net, example), str(folder / (name + ".pt")))
+            # through memory: torch's zip writer aborts the process on a full disk, where
+            # Python's write is one OSError (ENOSPC, one line from the CLI)
+            buffer = io.BytesIO()
+            torch.jit.save(torch.jit.trace(net, example), buffer)
+            write_bytes(folder / (name + ".pt"), buffer.getvalue())
             loaded = torch.jit.load(str(folder / (name + ".pt")))
             produced[name + ".pt"] = loaded(torch.from_numpy(obs)).numpy()
     if formats in ("onnx", "both"):
         import onnxruntime  # checked by plan()
         legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters \
             else {}  # torch >= 2.9 defaults to the dynamo exporter
-        torch.onnx.export(net, example, str(folder / (name + ".onnx")), input_names=["obs"],
-                          output_names=["action"], opset_version=13,
-                          dynamic_axes={"obs": {0: "batch"}, "action": {0: "batch"}}, **legacy)
+        buffer = io.BytesIO()
+        torch.onnx.export(net, example, buffer, input_names=["obs"], output_names=["action"],
+                          opset_version=13, dynamic_axes={"obs": {0: "batch"},
+                                                          "action": {0: "batch"}}, **legacy)
+        write_bytes(folder / (name + ".onnx"), buffer.getvalue())
         session = onnxruntime.InferenceSession(str(folder / (name + ".onnx")),
                                                providers=["CPUExecutionProvider"])
         produced[name + ".onnx"] = session.run(None, {"obs": obs})[0]
@@ -197,6 +205,8 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     out = Path(args.out) if args.out else (run or Path("runs")) / "export" / name
     refuse_inside_run("--out", out, run)
     outputs.refuse_foreign(out, is_export, "mapush export", run)  # only its own result
+    if importlib.util.find_spec("isaacgym") is not None:  # the parity rollout's devices
+        require_devices(args.sim_device, args.rl_device)
     if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:
         raise UsageError("--format %s needs onnxruntime: pip install '.[export]'" % args.format)
     return checkpoint, out, run

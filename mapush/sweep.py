@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 from mapush.checkpoints.source import RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint
-from mapush.common.atomic import write_json, write_text
+from mapush.common.atomic import writable, write_json, write_text
 from mapush.common.clock import now
 from mapush.common.files import read_regular
 from mapush.diagnostics import gpu as gpu_facts
@@ -82,19 +82,27 @@ class Sweep(object):
         self.path = self.dir / SWEEP_FILE
         self.record = self._load()
 
+    @staticmethod
+    def read(path: Path) -> Dict[str, Any]:
+        """A sweep's record; one line when it is damaged or none of mapush sweep's."""
+        try:
+            record = json.loads(read_regular(path))
+        except (OSError, ValueError) as exc:
+            raise UsageError("%s is damaged (%s): it is the sweep's record; restore it or "
+                             "pass another --name" % (path, exc))
+        shaped = isinstance(record, dict) and isinstance(record.get("grid"), dict) and \
+            all(k in record["grid"] for k in GRID_KEYS) and isinstance(record.get("cells"), list)
+        if not shaped or not all(isinstance(c, dict) and all(isinstance(c.get(k), str) for k in
+                                 ("name", "state", "run_dir")) for c in record["cells"]):
+            raise UsageError("%s is no record of mapush sweep; pass another --name" % path)
+        return record
+
     def _load(self) -> Dict[str, Any]:
         if self.dir.is_symlink():
             raise UsageError("%s is a symbolic link; pass another --root or --name" % self.dir)
         if self.path.is_file():
-            try:
-                record = json.loads(read_regular(self.path))
-            except (OSError, ValueError) as exc:
-                raise UsageError("%s is damaged (%s): it is the sweep's record; restore it or "
-                                 "pass another --name" % (self.path, exc))
-            before = record.get("grid", {}) if isinstance(record, dict) else None
-            if not isinstance(before, dict):
-                raise UsageError("%s is no record of mapush sweep; pass another --name"
-                                 % self.path)
+            record = self.read(self.path)
+            before = record["grid"]
             changed = [k for k in GRID_KEYS if before.get(k) != self.grid[k]]
             if changed:
                 raise UsageError("sweep %s exists with another grid (%s: %s there): pass "
@@ -114,8 +122,14 @@ class Sweep(object):
         return {"name": self.name, "grid": self.grid, "created": now(), "cells": cells}
 
     def save(self) -> None:
+        new = not self.dir.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
-        write_json(self.path, self.record)
+        try:
+            write_json(self.path, self.record)
+        except OSError:
+            if new:  # a full disk at the first save leaves no empty sweep behind
+                shutil.rmtree(str(self.dir), ignore_errors=True)
+            raise
 
     # -- a cell ---------------------------------------------------------------------------
     def spec_file(self, cell: Dict[str, Any]) -> Path:
@@ -137,14 +151,22 @@ class Sweep(object):
         return ["train", "--spec", str(self.spec_file(cell))]
 
     def refresh(self) -> None:
-        """Cell states from the cells' own ``cell.json`` (what Slurm tasks wrote)."""
+        """Cell states from the cells' own ``cell.json`` (what Slurm tasks wrote); a damaged
+        one is one line, and its cell keeps the state ``sweep.json`` gives it."""
         for cell in self.record["cells"]:
             mine = Path(cell["run_dir"]) / CELL_FILE
-            if mine.is_file():
-                try:
-                    cell.update(json.loads(mine.read_text()))
-                except ValueError:
-                    continue
+            if not os.path.lexists(str(mine)):
+                continue
+            try:
+                found = json.loads(read_regular(mine))
+                if not isinstance(found, dict) or not isinstance(found.get("state"), str):
+                    raise ValueError("not a record of a cell's state")
+            except (OSError, ValueError) as exc:
+                print("warning: %s is damaged (%s); showing the state sweep.json holds"
+                      % (mine, exc), file=sys.stderr)
+                continue
+            cell.update((k, found[k]) for k in ("state", "exit", "gpu", "started",
+                                                "finished") if k in found)
 
     def status(self) -> int:
         self.refresh()
@@ -278,13 +300,16 @@ def main(args: argparse.Namespace) -> int:
         path = Path(args.root) / args.name / SWEEP_FILE
         if not path.is_file():
             raise UsageError("--status --name %s: no %s" % (args.name, path))
-        grid = json.loads(path.read_text())["grid"]
+        grid = Sweep.read(path)["grid"]
         vars(args).update({key: grid[key] for key in GRID_KEYS[3:]})
         args.algo, args.objects = ",".join(grid["algos"]), ",".join(grid["objects"])
         args.seeds = ",".join(str(s) for s in grid["seeds"])
     sweep = Sweep(args)
     if args.status:
         return sweep.status()
+    if not writable(sweep.dir):
+        raise UsageError("--root %s: not writable (a read-only file system, or a folder that "
+                         "is not yours); pass a --root you may write" % args.root)
     if args.report:
         sweep.refresh()
         return report(sweep, args)

@@ -6,6 +6,7 @@ Nothing here is shipped. The product sees the double only because these fixtures
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,21 @@ def tree_hash(root):
         if path.is_file():
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+# -- faults: a real read-only or full file system (#50) -----------------------------------
+def namespace_ok():
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+needs_mounts = pytest.mark.skipif(not namespace_ok(), reason="needs root and a mount "
+                                  "namespace (unshare -m) for a real read-only or full file "
+                                  "system; CI runs as root")
+
+
+def in_namespace(script, env, cwd):
+    """``script`` (bash) in a private mount namespace, so its mounts vanish with it."""
+    return subprocess.run(["unshare", "-m", "bash", "-euc", script], env=env, cwd=str(cwd),
+                          capture_output=True, text=True, timeout=600)

@@ -223,3 +223,34 @@ def test_readers_never_write_into_another_run(upstream, run_dir, tmp_path):
     assert (other / "config.json").read_text() == '{"the": "record of another run"}'
     assert sorted(p.name for p in other.iterdir()) == ["config.json"]
     assert notes.read_text() == "mine" and lines.read_text() == '{"my": "data"}\n'
+
+
+@pytest.mark.faults
+def test_eval_run_writes_each_checkpoint_as_it_goes(upstream, run_dir, tmp_path):
+    """#50: eval --run wrote its file once, at the end, so a stop or a full disk after a long
+    evaluation lost every result. Each checkpoint's line is now on stdout and in the file
+    (atomically) as soon as it is done; a stop keeps those done and says so (exit 130)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "run"
+    shutil.copytree(str(run_dir), str(run))
+    (run / "eval.jsonl").write_text("the previous, complete evaluation\n")
+    env = dict(knob_env(upstream, KNOBS), MQE_DOUBLE_STEP_SLEEP="0.3")
+    proc = subprocess.Popen([sys.executable, "-m", "mapush"] + [str(a) for a in eval_args(
+        "--run", run)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while (run / "eval.jsonl").read_text().startswith("the previous") and \
+            time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # during the second checkpoint
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert "holds the 1 of 2 checkpoints done" in err and "Traceback" not in err, err[-3000:]
+    (record,) = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert record["step"] == 200
+    assert_metrics(record, expected_metrics(KNOBS))
+    assert [json.loads(line) for line in out.splitlines()] == [record]

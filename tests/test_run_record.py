@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from mapush.checkpoints.store import latest_checkpoint, list_checkpoints
-from tests.conftest import double_env, one_error, run_mapush, tree_hash
+from tests.conftest import double_env, in_namespace, needs_mounts, one_error, run_mapush, \
+    tree_hash
 
 NUM_ENVS = 8
 PER_UPDATE = NUM_ENVS * 20
@@ -332,23 +333,6 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_last_one(tmp_path):
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["a"]
 
 
-def _namespace_ok():
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        return False
-    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
-
-
-needs_mounts = pytest.mark.skipif(not _namespace_ok(), reason="needs root and a mount "
-                                  "namespace (unshare -m) for a real read-only or full file "
-                                  "system; CI runs as root")
-
-
-def _in_namespace(script, env, cwd):
-    """``script`` (bash) in a private mount namespace, so its mounts vanish with it."""
-    return subprocess.run(["unshare", "-m", "bash", "-euc", script], env=env, cwd=str(cwd),
-                          capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.faults
 @needs_mounts
 def test_a_read_only_run_folder_is_one_line_before_training(upstream, tblock, tmp_path):
@@ -369,7 +353,7 @@ mount --bind "$PARENT" "$PARENT" && mount -o remount,bind,ro "$PARENT"
     out.mkdir()
     env.update(RUN=str(run), OUT=str(out), PY=sys.executable, PARENT=str(tmp_path / "ro"))
     (tmp_path / "ro").mkdir()
-    proc = _in_namespace(script, env, tblock["tmp"])
+    proc = in_namespace(script, env, tblock["tmp"])
     assert proc.returncode == 0, proc.stderr
     for name in ("resume", "new"):
         err = (out / ("%s.err" % name)).read_text()
@@ -411,7 +395,7 @@ rm "$DISK/fill"
 resume {s1} again
 ls "$DISK/run/checkpoints" > "$OUT/ckpts3"
 """.format(per=PER_UPDATE, s1=4 * PER_UPDATE)
-    proc = _in_namespace(script, env, tblock["tmp"])
+    proc = in_namespace(script, env, tblock["tmp"])
     assert proc.returncode == 0, proc.stderr
     before = sorted(p.name for p in (tblock["run"] / "checkpoints").iterdir())
 

@@ -216,3 +216,45 @@ def test_a_cpu_sweep_needs_no_nvidia_smi_and_runs_per_gpu_cells_at_once(upstream
     for cell in found.values():
         config = json.loads((Path(cell["run_dir"]) / "config.json").read_text())
         assert config["provenance"]["cuda_visible_devices"] == ""
+
+
+@pytest.mark.faults
+def test_status_lists_every_cell_when_records_are_damaged(upstream, tmp_path):
+    """#50: a damaged cell.json (truncated, the wrong shape, a FIFO) made `sweep --status` a
+    traceback or a hang, and a damaged sweep.json a traceback. Each damaged cell.json is one
+    warning and its cell keeps the state sweep.json holds; a damaged sweep.json is one line."""
+    from mapush.sweep import GRID_KEYS
+
+    folder = tmp_path / "sweeps" / "hand"
+    grid = dict((key, None) for key in GRID_KEYS)
+    grid.update(algos=["ppo"], objects=["cuboid"], seeds=[1, 2, 3, 4], task="go1push_mid",
+                sim_device="cpu", rl_device="cpu")
+    cells = [{"name": "ppo-cuboid-seed%d" % s, "algo": "ppo", "object": "cuboid", "seed": s,
+              "run_dir": str(folder / ("ppo-cuboid-seed%d" % s)), "state": "pending"}
+             for s in (1, 2, 3, 4)]
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps({"name": "hand", "grid": grid,
+                                                   "cells": cells, "executor": "slurm"}))
+    for cell in cells:
+        Path(cell["run_dir"]).mkdir()
+    mine = [Path(c["run_dir"]) / "cell.json" for c in cells]
+    mine[0].write_text('{"state": "do')
+    mine[1].write_text('["done"]')
+    os.mkfifo(str(mine[2]))
+    mine[3].write_text('{"state": "done", "exit": 0}')
+    args = ["sweep", "--status", "--name", "hand", "--root", folder.parent]
+    proc = run_mapush(args, double_env(upstream), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    warnings = proc.stderr.strip().splitlines()
+    assert sorted(w.split(" is damaged")[0] for w in warnings) == \
+        sorted("warning: %s" % p for p in mine[:3]), warnings
+    states = dict(line.split()[:2] for line in proc.stdout.splitlines()[1:5])
+    assert states == {"ppo-cuboid-seed1": "pending", "ppo-cuboid-seed2": "pending",
+                      "ppo-cuboid-seed3": "pending", "ppo-cuboid-seed4": "done"}, proc.stdout
+    assert proc.stdout.splitlines()[-1].strip() == "1 done, 3 pending"
+    for damaged in ('{"grid": ', '{"grid": {}, "cells": []}', '{"name": "hand", "grid": %s, '
+                    '"cells": [{"name": 5}]}' % json.dumps(grid)):
+        (folder / "sweep.json").write_text(damaged)
+        error = one_error(run_mapush(args, double_env(upstream), cwd=tmp_path, timeout=60))
+        assert str(folder / "sweep.json") in error and ("damaged" in error or
+                                                        "no record of" in error), error

@@ -31,9 +31,11 @@ def write_bytes(path: PathLike, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(str(tmp), str(path))
-    except BaseException:
+    except BaseException as exc:
         with suppress(OSError):  # a full disk must not keep the partial copy
             os.unlink(str(tmp))
+        if isinstance(exc, OSError) and exc.filename is None:  # name it in the CLI's line
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     fsync_path(path.parent)
 

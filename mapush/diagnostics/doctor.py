@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mapush.diagnostics import gpu as gpu_facts, physx_budget, step_check
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
-from mapush.errors import ISAACGYM_HINT, MapushError
+from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
 from mapush.provenance import PATCH_COMPONENTS, patch_record_dir, patch_records
 from mapush.spec import MID, TRAIN_NUM_ENVS, RunSpec
@@ -121,6 +121,16 @@ def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
                         "to the container (make GPU=N, docker run --gpus '\"device=N\"')"
                         if in_container() else "(CUDA_VISIBLE_DEVICES)"))
     return Check("gpu", OK, "%d GPU(s): %s" % (len(facts.devices), names))
+
+
+def require_devices(sim_device: str, rl_device: str) -> None:
+    """eval's and export's device preflight: a GPU that is not here is one line, before a
+    simulation starts (train's preflight runs every check)."""
+    opts = Options(sim_device=sim_device, rl_device=rl_device)
+    check = check_gpu_visible(opts, gpu_facts.gather()) if opts.gpus else None
+    if check is not None and check.status == FAIL:
+        raise UsageError("--sim-device %s --rl-device %s: %s; pass --sim-device cpu --rl-device "
+                         "cpu, or %s" % (sim_device, rl_device, check.message, check.fix))
 
 
 def check_driver(opts: Options, facts: GpuFacts) -> Check:

@@ -18,7 +18,7 @@ from mapush.checkpoints.source import describe, refuse_inside_run, resolve, run_
 from mapush.checkpoints.store import checkpoints_dir
 from mapush.common.atomic import writable, write_json, write_text
 from mapush.common.files import read_regular
-from mapush.diagnostics.doctor import in_container
+from mapush.diagnostics.doctor import in_container, require_devices
 from mapush.diagnostics.rendering import problems
 from mapush.errors import MapushError, UsageError
 from mapush.objects import ConfigReadError, check_object_name, object_config_path, \
@@ -216,6 +216,9 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Supervisor) -> in
             bar.set_description(path.name)
             code, result, last = evaluate(info, args, sup=sup)
             if sup.stopping:
+                if records:
+                    print("mapush eval: stopped; %s holds the %d of %d checkpoints done"
+                          % (output, len(records), len(found)), file=sys.stderr)
                 return 130
             if result is None:
                 failed += 1
@@ -223,13 +226,13 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Supervisor) -> in
                           "error": last or "exit status %d" % code}
                 bar.write("%s: %s" % (path.name, result["error"]))
             records.append(result)
+            print(json.dumps(result, sort_keys=True), flush=True)
+            # as it goes, atomically: a stop or a full disk loses at most the checkpoint
+            # under way, and until the first is done the previous file stays as it was
+            write_text(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
             bar.update(1)
     finally:
         bar.close()
-    # once, complete: a stopped eval leaves the previous file as it was
-    write_text(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    for record in records:
-        print(json.dumps(record, sort_keys=True))
     print("mapush eval: %d checkpoint(s) -> %s" % (len(records), output), file=sys.stderr)
     if failed:
         print("error: %d of %d checkpoints could not be evaluated; their lines in %s say why"
@@ -249,6 +252,7 @@ def _main(args: argparse.Namespace, sup: Supervisor) -> int:
     video = getattr(args, "video", False)
     if getattr(args, "num_envs", None) is None:
         args.num_envs = 1 if video else CALCULATOR_NUM_ENVS
+    require_devices(args.sim_device, args.rl_device)
     if getattr(args, "run", None):
         if video:
             raise UsageError("--video records one checkpoint: use --checkpoint, not --run")

@@ -4,6 +4,7 @@ How it works: docs/architecture.md, "Modules"."""
 import contextlib
 import io
 import os
+import shutil
 import signal
 import sys
 import warnings
@@ -256,15 +257,19 @@ def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]
     step = None
     if record is None:
         spec, step = check_step(spec, facts, preflight)
+    new_folder = not Path(spec.run_dir).exists()
     lock = open_run(spec, record)
     try:
         try:
             config_path, spec = write_config(spec, record, step)
         except OSError as exc:
+            if new_folder:  # a new run that could not start leaves no folder behind
+                shutil.rmtree(spec.run_dir, ignore_errors=True)
             if exc.errno in DISK_FULL:
-                raise MapushError("disk full (%s) while writing %s: the previous one is "
-                                  "intact; free space and run the command again"
-                                  % (os.strerror(exc.errno), Path(spec.run_dir) / RUN_CONFIG))
+                raise MapushError("disk full (%s) while writing %s: %s; free space and run the "
+                                  "command again" % (os.strerror(exc.errno), Path(spec.run_dir)
+                                                     / RUN_CONFIG, "the previous one is intact"
+                                                     if record else "no run was started"))
             raise
         print("mapush: run directory %s" % spec.run_dir, file=sys.stderr)
         ended = start_child(spec, config_path, lock.fd)

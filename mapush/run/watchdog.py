@@ -11,16 +11,9 @@ OVERRIDE_ENV = "MAPUSH_WATCHDOG"
 
 
 def host_rss_mb() -> float:
-    """Resident set size of this process in MB (``/proc/self/statm``; ``ru_maxrss`` as a
-    fallback, which only ever grows)."""
-    try:
-        with open("/proc/self/statm") as fh:
-            pages = int(fh.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / MB
-    except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Resident set size of this process in MB (``/proc/self/statm``: Linux, as Isaac Gym)."""
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MB
 
 
 def slope(xs: List[float], ys: List[float]) -> float:
