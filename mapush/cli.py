@@ -16,7 +16,7 @@ from mapush.checkpoints.command_net import PUBLISHED_COMMAND_NET, command_net_fr
 from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
 from mapush.diagnostics import step_check
-from mapush.errors import MapushError, UsageError
+from mapush.errors import FIXES, MapushError, UsageError
 from mapush.eval import check_fits
 from mapush.objects import ConfigReadError, check_object_name, read_object_facts, read_object_name
 from mapush.run.resume import holds_run
@@ -63,7 +63,6 @@ def _int(kind: str, minimum: int, end: float = float("inf")):  # type: ignore[no
 
 
 positive_int = _int("a positive integer", 1)
-non_negative_int = _int("a non-negative integer", 0)
 seed = _int("a seed in [0, 2**32) (numpy's range)", 0, 2 ** 32)
 
 
@@ -94,8 +93,8 @@ def existing_file(text: str) -> str:
 
 
 OPTIONS = yaml.safe_load((Path(__file__).resolve().parent / "cli.yaml").read_text())
-TYPES = {"positive_int": positive_int, "non_negative_int": non_negative_int, "device": device,
-         "existing_file": existing_file, "seed": seed, "run_folder": run_folder}
+TYPES = {"positive_int": positive_int, "device": device, "existing_file": existing_file,
+         "seed": seed, "run_folder": run_folder}
 # the defaults and choices cli.yaml names ("$NAME"), and its help texts' "{NAME}"
 CONSTANTS = {
     "ALGOS": ALGOS, "DEFAULT_ALGO": DEFAULT_ALGO, "TASKS": TASKS, "MID": MID, "UPPER": UPPER,
@@ -322,23 +321,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
 
 
-# Packages no pip extra installs: where each comes from instead.
-NOT_ON_PYPI = {
-    "harl": "install HARL at its pin (env/pins.env: HARL_COMMIT) with our patches (patches/apply "
-            "harl), as the image does",
-    "isaacgym": "install Isaac Gym Preview 4 from your tarball (make build does)",
-    "mqe": "set MAPUSH_ROOT to MAPush at its pin with our patches applied (patches/apply "
-           "mapush), as the image does",
-}
-
-# The write failures a user meets (#50): each one line with what to do, wherever it arises.
-WRITE_FAILURES = {
-    errno.ENOSPC: "free space on that disk and run the command again",
-    errno.EDQUOT: "free space in your quota and run the command again",
-    errno.EROFS: "that file system is read-only: pass a folder on a writable one",
-    errno.EACCES: "you may not write there: pass a folder you own",
-    errno.EPERM: "you may not write there: pass a folder you own",
-    errno.ENAMETOOLONG: "a file or folder name is too long: pass a shorter --run-dir or --out",
-    errno.ENOTDIR: "part of that path is a file, not a folder: pass another path",
-    errno.EISDIR: "that is a folder, not a file: pass a file name",
-}
+# Packages no pip extra installs, and the write failures a user meets (#50): fixes.yaml
+NOT_ON_PYPI = FIXES["not_on_pypi"]
+WRITE_FAILURES = {getattr(errno, name): fix for name, fix in FIXES["write_failures"].items()}

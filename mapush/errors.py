@@ -1,4 +1,8 @@
-"""Errors that carry their exit status, so every layer fails the same way."""
+"""Errors that carry their exit status, so every layer fails the same way, and the fixes
+they name."""
+from pathlib import Path
+
+import yaml
 
 
 class MapushError(Exception):
@@ -13,7 +17,6 @@ class UsageError(MapushError):
     exit_code = 2
 
 
-# What a missing Isaac Gym is, with the fix (mapush.sim raises it, the doctor quotes it).
-ISAACGYM_HINT = ("Isaac Gym Preview 4 is not importable: download IsaacGym_Preview_4_Package.tar.gz "
-                 "from https://developer.nvidia.com/isaac-gym, put it in vendor/ and run "
-                 "'make build' (training runs inside the image: 'make train')")
+# What mapush tells a user to do (fixes.yaml): texts, not code
+FIXES = yaml.safe_load((Path(__file__).resolve().parent / "fixes.yaml").read_text())
+ISAACGYM_HINT = FIXES["isaacgym"]  # mapush.sim raises it, the doctor and reproduce quote it

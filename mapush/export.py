@@ -85,8 +85,7 @@ def _write(name: str, pair: Net, formats: str, folder: Path, seed: int,
         expected = torch.as_tensor(reference(obs)).cpu().numpy()
         example, produced = torch.zeros(2, obs_dim), {}  # type: Any, Dict[str, Any]
         if formats in ("torchscript", "both"):
-            # through memory: torch's zip writer aborts the process on a full disk, where
-            # Python's write is one OSError (ENOSPC, one line from the CLI)
+            # through memory: on a full disk torch's zip writer aborts the process
             buffer = io.BytesIO()
             torch.jit.save(torch.jit.trace(net, example), buffer)
             write_bytes(folder / (name + ".pt"), buffer.getvalue())

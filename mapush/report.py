@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run
 from mapush.common import outputs
-from mapush.common.atomic import writable, write_text
+from mapush.common.atomic import write_text
 from mapush.common.files import read_regular
 from mapush.envs.step_record import STEP_RECORD
 from mapush.errors import UsageError
@@ -93,7 +93,8 @@ def render(**context: Any) -> str:
 
 
 def build(run: Path, out: Path) -> Path:
-    """Write ``out/index.html`` and its PNGs for ``run``; returns the page."""
+    """Write ``out/index.html`` and its PNGs for ``run`` (``out``: main's scratch folder);
+    returns the page."""
     try:
         run_config = json.loads((run / "config.json").read_text()) \
             if (run / "config.json").is_file() else {}
@@ -103,11 +104,6 @@ def build(run: Path, out: Path) -> Path:
     if not logs.is_dir() or not event_files(logs):
         raise UsageError("%s has no TensorBoard events (%s): train it first (make train), "
                          "or pass a run directory" % (run, logs))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError("--out %s: cannot create it (%s): pass a writable --out DIR"
-                         % (out, exc.strerror or exc))
     plt = pyplot()
     _say("reading the events in %s" % logs)
     scalars = read_scalars(logs)
@@ -226,8 +222,6 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else run / REPORT_DIR
     refuse_inside_run("--out", out, run)
     outputs.refuse_foreign(out, is_report, "mapush report", run)
-    if not writable(out.parent):
-        raise UsageError("%s is not writable: pass --out DIR for the report" % out)
     try:
         with outputs.scratch_beside(out) as partial:
             build(run, partial)

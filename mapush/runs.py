@@ -15,6 +15,7 @@ from mapush.common.files import read_regular
 from mapush.common.phases import read_phases
 from mapush.envs.step_record import STEP_RECORD, short
 from mapush.errors import UsageError
+from mapush.eval import read_evaluated
 from mapush.run.crash import PHASE_LOG
 from mapush.run.lock import LOCK_FILE
 
@@ -58,11 +59,8 @@ def _row(run: Path, root: Path) -> List[Any]:
     step = latest[0] if latest else 0
     state = "running" if locked(run) else "done" if step >= target else \
         "stopped" if read_phases(str(run / PHASE_LOG))[-1:] == ["shutdown"] else "crashed"
-    success = None
-    if (run / "eval.jsonl").exists():
-        evals = [line for line in read_regular(run / "eval.jsonl").split("\n") if line.strip()]
-        last = json.loads((evals or ["{}"])[-1])
-        success = last.get("success_rate") if isinstance(last, dict) else None
+    last = (read_evaluated(run) or [{}])[-1]
+    success = last.get("success_rate") if isinstance(last, dict) else None
     try:
         graphs = short(_json(run / STEP_RECORD))
     except (OSError, ValueError, AttributeError):

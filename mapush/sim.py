@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from mapush.diagnostics.physx_budget import TaskBodies, for_sim
-from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
+from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
 from mapush.common import phases
 from mapush.spec import MID, UPPER, RunSpec
 
-MAPUSH_HINT = ("MAPush's 'mqe' package is not importable: set MAPUSH_ROOT to a MAPush checkout "
-               "(the image has it at /opt/mapush) and make sure it is on the Python path")
+MAPUSH_HINT = FIXES["mqe"]
 
 
 class MissingDependency(MapushError):

@@ -31,6 +31,7 @@ from mapush.trainers import ALGOS
 
 SWEEP_FILE = "sweep.json"
 CELL_FILE = "cell.json"
+CELL_KEYS = ("state", "exit", "gpu", "started", "finished")  # what a cell.json holds
 CELLS_TSV = "cells.tsv"
 GRID_KEYS = ("algos", "objects", "seeds", "task", "steps", "num_envs", "config", "sim_device",
              "rl_device")
@@ -123,9 +124,8 @@ class Sweep(object):
 
     def save(self) -> None:
         new = not self.dir.exists()
-        self.dir.mkdir(parents=True, exist_ok=True)
         try:
-            write_json(self.path, self.record)
+            write_json(self.path, self.record)  # (its folder made as needed)
         except OSError:
             if new:  # a full disk at the first save leaves no empty sweep behind
                 shutil.rmtree(str(self.dir), ignore_errors=True)
@@ -165,8 +165,7 @@ class Sweep(object):
                 print("warning: %s is damaged (%s); showing the state sweep.json holds"
                       % (mine, exc), file=sys.stderr)
                 continue
-            cell.update((k, found[k]) for k in ("state", "exit", "gpu", "started",
-                                                "finished") if k in found)
+            cell.update((k, found[k]) for k in CELL_KEYS if k in found)
 
     def status(self) -> int:
         self.refresh()
@@ -242,8 +241,7 @@ class Sweep(object):
                     cell.update(state=state, exit=code, finished=now())
                     if Path(cell["run_dir"]).is_dir():
                         write_json(Path(cell["run_dir"]) / CELL_FILE,
-                                   {k: cell[k] for k in ("state", "exit", "gpu", "started",
-                                                         "finished")})
+                                   {k: cell[k] for k in CELL_KEYS})
                     self.save()
                     print("mapush sweep: %s %s (exit %d)" % (cell["name"], state, code),
                           file=sys.stderr, flush=True)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from mapush.diagnostics import gpu as gpu_facts, physx_budget, step_check
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
-from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
+from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
 from mapush.provenance import PATCH_COMPONENTS, patch_record_dir, patch_records
 from mapush.spec import MID, TRAIN_NUM_ENVS, RunSpec
@@ -29,31 +29,9 @@ OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 MIN_DRIVER = (450, 80, 2)
 TOOLKIT_DRIVER = (510, 39, 1)
 
-GPU_ON_HOST_FIX = (
-    "install the NVIDIA driver so that 'nvidia-smi' lists the GPU (training itself runs in "
-    "the container: 'make doctor' checks there, and needs the NVIDIA Container Toolkit)")
-GPU_IN_CONTAINER_FIX = (
-    "give the container the GPU: 'docker run --gpus all ...', or in compose "
-    "'deploy.resources.reservations.devices: [{driver: nvidia, count: all, capabilities: "
-    "[gpu]}]' (make train does this); on the host install the NVIDIA Container Toolkit and "
-    "run 'sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker'; "
-    "check with 'docker run --rm --gpus all <image> nvidia-smi'")
-ARCH_FIX = (
-    "torch %(torch)s has no kernels for %(sm)s. %(stack)s"
-    "Note: Isaac Gym itself is reported to segfault on H100 upstream (right after '+++ Using "
-    "GPU PhysX'; NVIDIA does not validate Isaac Gym Preview 4 on Hopper), so even a torch "
-    "with sm_90 kernels may not be enough there; a GPU up to sm_89 (Ampere/Ada) is the "
-    "tested way")
 # The authors' stack: torch 2.3.1+cu121, built for sm_50 to sm_90 (env/pins.env, STACK=cu121).
 CU121_ARCHS = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
-CU121_FIX = ("Use the authors' stack, whose torch 2.3.1+cu121 has %(sm)s kernels: "
-             "'make build STACK=cu121' then 'make train STACK=cu121 ...'. ")
 HOPPER_MAJOR = 9
-HOPPER_NOTE = ("Isaac Gym Preview 4 is not validated on Hopper; segfaults right after '+++ "
-               "Using GPU PhysX' are reported on H100 (IsaacGymEnvs issue 220, no fix posted): "
-               "if the simulation dies there, train on an Ampere/Ada GPU (up to sm_89)")
-NO_STACK_FIX = ("No stack of this project has %(sm)s kernels (official Python 3.8 wheels end "
-                "at torch 2.4.1; Blackwell sm_100/sm_120 has none). ")
 
 
 def in_container() -> bool:
@@ -109,7 +87,7 @@ def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
         here = "in this container" if in_container() else "on this host"
         return Check("gpu", FAIL, "no GPU visible %s (%s)" % (here, facts.error or
                                                                   "no CUDA device"),
-                     GPU_IN_CONTAINER_FIX if in_container() else GPU_ON_HOST_FIX)
+                     FIXES["gpu_in_container"] if in_container() else FIXES["gpu_on_host"])
     missing = [i for i in opts.gpus if facts.device(i) is None]
     names = ", ".join("cuda:%d %s (%s)" % (d.index, d.name, d.sm or "sm unknown")
                       for d in facts.devices)
@@ -181,14 +159,14 @@ def check_arch(opts: Options, facts: GpuFacts) -> Check:
     if problems:
         dev, message = problems[0]
         fits = gpu_facts.arch_support(dev.capability, list(CU121_ARCHS))[0] != "none"
-        stack = (CU121_FIX if fits else NO_STACK_FIX) % {"sm": dev.sm}
+        stack = (FIXES["cu121"] if fits else FIXES["no_stack"]) % {"sm": dev.sm}
         return Check("gpu_arch", FAIL, message + ": expect 'no kernel image is available'",
-                     ARCH_FIX % {"torch": facts.torch_version, "sm": dev.sm, "stack": stack})
+                     FIXES["arch"] % {"torch": facts.torch_version, "sm": dev.sm, "stack": stack})
     hopper = [dev for dev in facts.devices if dev.index in wanted and dev.capability
               and dev.capability[0] == HOPPER_MAJOR]
     if hopper:
         return Check("gpu_arch", WARN, "; ".join(notes) + "; but Isaac Gym itself is reported "
-                     "to segfault on H100 upstream (%s)" % hopper[0].name, HOPPER_NOTE)
+                     "to segfault on H100 upstream (%s)" % hopper[0].name, FIXES["hopper"])
     if any("PTX" in n for n in notes):
         return Check("gpu_arch", WARN, "; ".join(notes),
                      "a torch build with native kernels for this GPU avoids the JIT")

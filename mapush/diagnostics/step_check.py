@@ -297,8 +297,7 @@ def run(device: str, facts: Dict[str, Any], obj: str = "cuboid", envs: int = ENV
             job = {"object": obj, "envs": envs, "steps": steps, "device": device,
                    "fast_step": fast, "run_dir": tmp, "out": os.path.join(tmp, name + ".npz")}
             job_file = os.path.join(tmp, name + ".json")
-            with open(job_file, "w") as fh:
-                json.dump(job, fh)
+            write_json(job_file, job)
             out_file = os.path.join(tmp, name + ".result.json")
             code = sup.wait(sup.start([sys.executable, "-m", "mapush.diagnostics.step_check",
                                        job_file, out_file]))

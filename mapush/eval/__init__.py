@@ -149,9 +149,9 @@ def read_evaluated(run_dir: Path) -> List[Dict[str, Any]]:
     """The records of ``run_dir/eval.jsonl`` (``--run``'s output), oldest first; none when
     the run was not evaluated."""
     path = Path(run_dir) / EVAL_FILE
-    if not path.is_file():
+    if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in read_regular(path).splitlines() if line.strip()]
 
 
 def eval_output(run_dir: Path, out: Optional[str]) -> Path:
@@ -216,9 +216,6 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Supervisor) -> in
             bar.set_description(path.name)
             code, result, last = evaluate(info, args, sup=sup)
             if sup.stopping:
-                if records:
-                    print("mapush eval: stopped; %s holds the %d of %d checkpoints done"
-                          % (output, len(records), len(found)), file=sys.stderr)
                 return 130
             if result is None:
                 failed += 1
@@ -242,7 +239,8 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Supervisor) -> in
 
 
 def main(args: argparse.Namespace) -> int:
-    with Supervisor("mapush eval", "the evaluation stops; nothing is written") as sup:
+    with Supervisor("mapush eval", "the evaluation stops; what it wrote holds only the "
+                    "checkpoints done") as sup:
         code = _main(args, sup)
     return 130 if sup.stopping else code
 
