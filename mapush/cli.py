@@ -58,7 +58,6 @@ def _int(kind: str, minimum: int, end: float = float("inf")):  # type: ignore[no
             return int(text)
         raise argparse.ArgumentTypeError("%r is not %s" % (text, kind))
 
-    parse.__name__ = kind
     return parse
 
 

@@ -1,5 +1,4 @@
-"""Errors that carry their exit status, so every layer fails the same way, and the fixes
-they name."""
+"""Errors that carry their exit status (every layer fails the same way) and the fixes."""
 from pathlib import Path
 
 import yaml

@@ -170,6 +170,7 @@ def _rollout(checkpoint: Path, task: str, args: argparse.Namespace,
 
     if importlib.util.find_spec("isaacgym") is None:
         return "no simulation here (Isaac Gym is not installed)"
+    require_devices(args.sim_device, args.rl_device)  # one line, before a simulation
     options = argparse.Namespace(task=task, object=args.object, object_config=None, seed=0,
                                  command_net=None, num_envs=4, sim_device=args.sim_device,
                                  rl_device=args.rl_device)
@@ -204,8 +205,6 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     out = Path(args.out) if args.out else (run or Path("runs")) / "export" / name
     refuse_inside_run("--out", out, run)
     outputs.refuse_foreign(out, is_export, "mapush export", run)  # only its own result
-    if importlib.util.find_spec("isaacgym") is not None:  # the parity rollout's devices
-        require_devices(args.sim_device, args.rl_device)
     if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:
         raise UsageError("--format %s needs onnxruntime: pip install '.[export]'" % args.format)
     return checkpoint, out, run

@@ -59,8 +59,7 @@ def _row(run: Path, root: Path) -> List[Any]:
     step = latest[0] if latest else 0
     state = "running" if locked(run) else "done" if step >= target else \
         "stopped" if read_phases(str(run / PHASE_LOG))[-1:] == ["shutdown"] else "crashed"
-    last = (read_evaluated(run) or [{}])[-1]
-    success = last.get("success_rate") if isinstance(last, dict) else None
+    success = (read_evaluated(run) or [{}])[-1].get("success_rate")
     try:
         graphs = short(_json(run / STEP_RECORD))
     except (OSError, ValueError, AttributeError):

@@ -255,9 +255,12 @@ class Sweep(object):
         if sbatch is None:
             raise UsageError("--executor slurm: no sbatch on this machine (submit from a Slurm "
                              "login node; docs/cluster.md)")
+        try:  # before anything is written
+            options = shlex.split(os.environ.get("MAPUSH_SLURM_OPTIONS", ""))
+        except ValueError as exc:  # unbalanced quotes
+            raise UsageError("MAPUSH_SLURM_OPTIONS: %s; quote it as a shell would" % exc)
         script = Path(os.environ.get("MAPUSH_SBATCH_SCRIPT", str(SBATCH)))
         cells = [c for c in self.record["cells"] if c["state"] != "done"]
-        self.dir.mkdir(parents=True, exist_ok=True)
         table = self.dir / CELLS_TSV
         write_text(table, "".join("%d\t%s\t%s\n" % (i, c["name"], c["run_dir"])
                                   for i, c in enumerate(cells)))
@@ -270,7 +273,7 @@ class Sweep(object):
         gres = os.environ.get("MAPUSH_SLURM_GRES", "gpu:1")
         if gres:
             command.append("--gres=%s" % gres)
-        command += shlex.split(os.environ.get("MAPUSH_SLURM_OPTIONS", ""))
+        command += options
         command += [str(script), str(table.resolve())]
         proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True)

@@ -20,8 +20,9 @@ def make_run(root, name, steps, trained, phases=(), evals=(), record=None):
         (checkpoint / "meta.json").write_text(json.dumps({"step": step}))
     (run / "phases.log").write_text("".join("1.0 %s\n" % phase for phase in phases))
     if evals:
-        (run / "eval.jsonl").write_text("".join(json.dumps({"success_rate": s}) + "\n"
-                                                for s in evals))
+        (run / "eval.jsonl").write_text("".join(json.dumps(
+            {"checkpoint": "rl_model_%d_steps" % (k + 1), "success_rate": s}) + "\n"
+            for k, s in enumerate(evals)))
     return run
 
 
@@ -82,6 +83,8 @@ def test_one_damaged_run_is_one_line_and_the_others_are_listed(tmp_path):
     make_run(tmp_path, "steps-abc", 400, [], record='{"spec": {"steps": "abc"}}')
     make_run(tmp_path, "steps-inf", 400, [], record='{"spec": {"steps": Infinity}}')
     make_run(tmp_path, "success-text", 400, [400], evals=["high"])
+    torn = make_run(tmp_path, "eval-torn", 400, [400], ["start", "shutdown"], [0.5])
+    (torn / "eval.jsonl").write_text('{"checkpoint": "x", "succ')  # its run is still listed
     fifo_config = make_run(tmp_path, "fifo-config", 400, [])
     (fifo_config / "config.json").unlink()
     os.mkfifo(str(fifo_config / "config.json"))
@@ -106,7 +109,9 @@ def test_one_damaged_run_is_one_line_and_the_others_are_listed(tmp_path):
     # an unreadable phases.log or meta.json is what a crash or a torn checkpoint leaves
     assert found["fifo-phases"][-3] == "crashed"
     assert found["fifo-meta"][3:5] == ["0/400", "-"]
-    assert proc.stdout.splitlines()[-1] == "8 run(s) under runs"
+    assert found["eval-torn"][3:] == ["400/400", "rl_model_400_steps", "done", "-", "-"]
+    assert "eval-torn/eval.jsonl is damaged: its evaluations are left out" in proc.stderr
+    assert proc.stdout.splitlines()[-1] == "9 run(s) under runs"
 
 
 def test_runs_of_a_missing_folder_is_one_line(tmp_path):

@@ -123,6 +123,24 @@ def test_the_report_gives_mean_and_std_over_seeds(upstream, swept):
     assert (out / "success.png").stat().st_size > 1000
 
 
+@pytest.mark.faults
+def test_the_report_passes_over_a_damaged_eval_file(upstream, swept):
+    """#50: a cell whose eval.jsonl is damaged made `sweep --report` a traceback. Now one
+    warning names it, the cell is evaluated afresh, and the table has every seed."""
+    damaged = Path(cells(swept["tmp"], "grid")["ppo-cuboid-seed1"]["run_dir"]) / "eval.jsonl"
+    damaged.write_text('{"checkpoint": "x", "success_rat')
+    try:
+        proc = run_mapush(["sweep", "--report", "--name", "grid", "--eval-envs", 4, "--root",
+                           swept["tmp"] / "sweeps"], sweep_env(upstream, swept["gpus"]),
+                          cwd=swept["tmp"], timeout=600)
+    finally:
+        damaged.unlink()
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "warning: %s is damaged: its evaluations are left out" % damaged in proc.stderr
+    table = json.loads((swept["tmp"] / "sweeps" / "grid" / "report" / "table.json").read_text())
+    assert table["rows"][0]["seeds"] == [1, 2, 3] and table["missing"] == []
+
+
 @pytest.mark.parametrize("extra, needle", [
     (["--seeds", ""], "--seeds: empty list"),
     (["--seeds", "1,x"], "--seeds: 'x' in '1,x' is not an integer"),
@@ -258,3 +276,21 @@ def test_status_lists_every_cell_when_records_are_damaged(upstream, tmp_path):
         error = one_error(run_mapush(args, double_env(upstream), cwd=tmp_path, timeout=60))
         assert str(folder / "sweep.json") in error and ("damaged" in error or
                                                         "no record of" in error), error
+
+
+@pytest.mark.faults
+def test_unbalanced_slurm_options_are_one_line_before_anything_is_written(upstream, tmp_path):
+    """#50: MAPUSH_SLURM_OPTIONS with an unbalanced quote was a traceback after the sweep's
+    files were written. Now one line, exit 2, no sbatch call and no sweep folder."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    called = tmp_path / "sbatch-called"
+    (bin_dir / "sbatch").write_text("#!/bin/sh\ntouch %s\necho 7\n" % called)
+    (bin_dir / "sbatch").chmod(0o755)
+    env = double_env(upstream, MAPUSH_SLURM_OPTIONS="--comment='unbalanced")
+    env["PATH"] = "%s:%s" % (bin_dir, env.get("PATH", os.environ["PATH"]))
+    proc = run_mapush(sweep_args(tmp_path, "--seeds", "1", "--executor", "slurm", "--name",
+                                 "cluster"), env, cwd=tmp_path)
+    error = one_error(proc)
+    assert error.startswith("error: MAPUSH_SLURM_OPTIONS: No closing quotation"), error
+    assert not called.exists() and not (tmp_path / "sweeps").exists()

@@ -102,8 +102,7 @@ def check_gpu_visible(opts: Options, facts: GpuFacts) -> Check:
 
 
 def require_devices(sim_device: str, rl_device: str) -> None:
-    """eval's and export's device preflight: a GPU that is not here is one line, before a
-    simulation starts (train's preflight runs every check)."""
+    """eval's and export's device preflight: a GPU that is not here is one line."""
     opts = Options(sim_device=sim_device, rl_device=rl_device)
     check = check_gpu_visible(opts, gpu_facts.gather()) if opts.gpus else None
     if check is not None and check.status == FAIL:

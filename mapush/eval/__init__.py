@@ -147,9 +147,12 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
 
 def read_evaluated(run_dir: Path) -> List[Dict[str, Any]]:
     """The records of ``run_dir/eval.jsonl`` (``--run``'s output), oldest first; none when
-    the run was not evaluated."""
+    the run was not evaluated, or its file is damaged (said in one line)."""
     path = Path(run_dir) / EVAL_FILE
     if not path.exists():
+        return []
+    if not is_eval_output(path):
+        print("warning: %s is damaged: its evaluations are left out" % path, file=sys.stderr)
         return []
     return [json.loads(line) for line in read_regular(path).splitlines() if line.strip()]
 
