@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from tests.upstream import copy_openrl, pinned_hashes, sha256
+from tests.conftest import REPO
 
 IMPORT = "import openrl.utils.callbacks.checkpoint_callback"
 PATCHED_MODULES = {"openrl.utils.type_aliases": "openrl/utils/type_aliases.py",
@@ -123,7 +124,9 @@ def test_short_ppo_run_on_cartpole_completes(upstream, tmp_path):
 def test_openrl_record_names_the_patch(upstream):
     record = json.loads((upstream["records"] / "openrl.json").read_text())
     assert record["component"] == "openrl" and record["status"] == "applied"
-    assert [p["name"] for p in record["patches"]] == ["01-break-callbacks-import-cycle.patch"]
+    assert [p["name"] for p in record["patches"]] == sorted(
+        p.name for p in (REPO / "patches" / "openrl").glob("*.patch"))
+    assert record["patches"][0]["name"] == "01-break-callbacks-import-cycle.patch"
     assert {f["path"]: f["before"] for f in record["files"]} == pinned_hashes("openrl")
     for entry in record["files"]:
         assert sha256(upstream["site"] / entry["path"]) == entry["after"]

@@ -115,19 +115,22 @@ def build_patched_site(tmp: Path) -> Dict[str, Path]:
     return {"site": site, "records": records}
 
 
-def site_without(tmp: Path, skipped: str) -> Path:
-    """``<tmp>/site`` with ``openrl/`` patched and ``harl/`` patched but for the patches whose
-    names start with ``skipped`` (e.g. ``"05-"``: HARL as it is without the device rollout),
-    each applied with ``patch -p1`` as ``patches/apply`` applies it."""
+def site_without(tmp: Path, skipped: str, component: str = "harl") -> Path:
+    """``<tmp>/site`` with ``openrl/`` and ``harl/`` patched but for ``component``'s patches
+    whose names start with ``skipped`` (e.g. ``"05-"``: HARL as it is without the device
+    rollout), each applied with ``patch -p1`` as ``patches/apply`` applies it."""
     site, records = Path(tmp) / "site", Path(tmp) / "records"
     site.mkdir(parents=True)
     copy_openrl(site)
     extract_harl(site)
-    apply("openrl", site, records)
-    for patch in sorted((APPLY.parent / "harl").glob("*.patch")):
-        if not patch.name.startswith(skipped):
-            subprocess.run(["patch", "-p1", "-s", "-d", str(site), "-i", str(patch)],
-                           check=True, timeout=60)
+    for name in ("openrl", "harl"):
+        if name != component:
+            apply(name, site, records)
+            continue
+        for patch in sorted((APPLY.parent / name).glob("*.patch")):
+            if not patch.name.startswith(skipped):
+                subprocess.run(["patch", "-p1", "-s", "-d", str(site), "-i", str(patch)],
+                               check=True, timeout=60)
     return site
 
 
