@@ -168,3 +168,17 @@ def test_a_gpu_that_is_not_here_is_one_line_before_a_simulation(upstream, traine
     assert "pass --sim-device cpu --rl-device cpu" in error, error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpus.json"]
     assert tree_hash(trained["run"]) == before
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("command", ["export", "report", "sweep"])
+def test_an_out_under_a_file_is_one_line_before_any_work(upstream, trained, tmp_path, command):
+    """ENOTDIR: ``--out``/``--root`` under a file was refused only when the command wrote
+    (export: after its parity rollout). Now as an unwritable folder, first, exit 2."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine")
+    error = one_error(run_mapush(argv(command, trained, blocker), env_for(upstream, trained),
+                                 cwd=tmp_path))
+    assert "not writable" in error and str(blocker) in error, error
+    assert blocker.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["afile"]

@@ -57,11 +57,11 @@ def fsync_tree(root: PathLike) -> None:
 
 
 def writable(folder: Path) -> bool:
-    """Whether ``folder`` can be written, or created in its nearest existing parent."""
+    """Whether ``folder`` can be written, or made in its nearest existing parent folder."""
     probe = Path(folder)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    return os.access(str(probe), os.W_OK)
+    return probe.is_dir() and os.access(str(probe), os.W_OK)
 
 
 def disk_full(exc: BaseException, folder: PathLike, margin: int = 4 << 20) -> bool:
