@@ -108,7 +108,7 @@ _uint = $(if $(and $(filter 1,$(words $($(1)))),$(if $(call _nodigits,$($(1))),,
 _choice = $(if $(and $(filter 1,$(words $($(1)))),$(filter $($(1)),$(2))),,error: $(1)='$($(1))' is not one of: $(2))
 _under_runs = $(if $(filter runs/%,$($(1))),,error: $(1)='$($(1))' must be a path under runs/ (the folder mounted in the container))
 
-_GPU_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell
+_GPU_GOALS := train resume eval video pipeline reproduce doctor smoke-test shell dev
 _TARBALL_MSG = error: Isaac Gym tarball not found at $(ISAACGYM_TARBALL_PATH): download Isaac Gym Preview 4 ($(ISAACGYM_TARBALL)) from $(ISAACGYM_DOWNLOAD_URL) (free NVIDIA developer login) and put it at vendor/$(ISAACGYM_TARBALL), or pass ISAACGYM_TARBALL_PATH=/path/to/$(ISAACGYM_TARBALL)
 
 ifneq ($(filter $(_GPU_GOALS),$(MAKECMDGOALS)),)
@@ -150,6 +150,9 @@ endif
 ifneq ($(filter doctor,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
 endif
+ifneq ($(filter dev,$(MAKECMDGOALS)),)
+$(call _check,$(if $(MAPUSH_DIR),$(if $(wildcard $(MAPUSH_DIR)/mqe/__init__.py),,error: MAPUSH_DIR='$(MAPUSH_DIR)' is no MAPush checkout (no mqe/__init__.py): pass the folder git clone made),error: MAPUSH_DIR is not set: make dev MAPUSH_DIR=<your MAPush checkout> (e.g. ../MAPush)))
+endif
 ifneq ($(filter resume,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)/config.json),,error: RUN='$(RUN)' is not a run (no config.json; e.g. make resume RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make resume RUN=runs/<task>/<object>/<algo>/<run>))
 $(call _check,$(if $(STEPS),$(call _uint,STEPS,,1000000)))
@@ -165,12 +168,13 @@ $(_stop)
 # `make -n`.
 _DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
 # (make doctor runs its own host checks, one line each, then the container's doctor)
-_COMPOSE_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep \
-	sweep-report tensorboard tensorboard-stop compose-check demo
-_IMAGE_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep \
-	sweep-report sif demo
+_COMPOSE_GOALS := train resume eval video export pipeline reproduce smoke-test shell dev \
+	sweep sweep-report tensorboard tensorboard-stop compose-check demo
+_IMAGE_GOALS := train resume eval video export pipeline reproduce smoke-test shell dev \
+	sweep sweep-report sif demo
 # the goals that start the training container on a GPU: the driver and the Container Toolkit
-_GPU_GOALS := train resume eval video export pipeline reproduce smoke-test shell sweep demo
+_GPU_GOALS := train resume eval video export pipeline reproduce smoke-test shell dev sweep \
+	demo
 NVIDIA_SMI ?= nvidia-smi
 _HOST_ENV = DOCKER='$(DOCKER)' NVIDIA_SMI='$(NVIDIA_SMI)' \
 	TARBALL_MISSING_MSG='$(subst error: ,,$(_TARBALL_MSG))'
@@ -228,6 +232,7 @@ help: ## list the targets and their variables
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
 	@echo "    NVIDIA_SMI=$(NVIDIA_SMI)  (the host checks of make doctor and the GPU targets)"
 	@echo "    make demo: DEMO_RUN=$(DEMO_RUN) DEMO_ENVS=$(DEMO_ENVS) DEMO_DIR=$(DEMO_DIR)"
+	@echo "    make dev: MAPUSH_DIR=$(or $(MAPUSH_DIR),(empty: required, your MAPush checkout)) CMD=$(or $(CMD),(empty: bash))"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
 	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
@@ -420,6 +425,14 @@ smoke-test: image runs-dir ## short end-to-end GPU check; report in runs/smoke/r
 .PHONY: shell
 shell: image runs-dir ## a bash shell in the training container (GPU, runs/ mounted)
 	$(COMPOSE) run --rm train bash
+
+# Your own variant of MAPush: your checkout, mounted read-only, is copied into the container
+# and patched there at each start (docker/dev-tree.py; a patch that does not apply is one
+# line naming it), and used instead of the image's /opt/mapush; runs record it.
+.PHONY: dev
+dev: image runs-dir ## MAPUSH_DIR=../MAPush: a shell (or CMD='mapush train ...') on your MAPush checkout, patched
+	$(COMPOSE) run --rm -v '$(abspath $(MAPUSH_DIR)):/mnt/mapush-src:ro' \
+	  -e MAPUSH_DEV_SRC=/mnt/mapush-src train $(or $(CMD),bash)
 
 .PHONY: tensorboard
 tensorboard: runs-dir ## TensorBoard over runs/ at http://127.0.0.1:TENSORBOARD_PORT (no GPU needed)

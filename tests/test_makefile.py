@@ -770,3 +770,24 @@ def test_tensorboard_keeps_its_base_with_docker_from_path(sandbox):
     assert proc.returncode == 0, proc.stderr
     log = (sandbox / "docker.log").read_text()
     assert "org.mapush.base" in log  # the label was asked for, through docker on PATH
+
+
+def test_dev_needs_a_mapush_checkout_and_mounts_it_read_only(sandbox):
+    """#51 item 5: make dev MAPUSH_DIR=... runs the training service with the user's MAPush
+    checkout mounted read-only (docker/entrypoint.sh copies and patches it)."""
+    assert refused(stubbed(sandbox, ["dev"])) == [
+        "error: MAPUSH_DIR is not set: make dev MAPUSH_DIR=<your MAPush checkout> (e.g. "
+        "../MAPush)"]
+    (sandbox / "notmapush").mkdir()
+    assert refused(stubbed(sandbox, ["dev", "MAPUSH_DIR=notmapush"])) == [
+        "error: MAPUSH_DIR='notmapush' is no MAPush checkout (no mqe/__init__.py): pass the "
+        "folder git clone made"]
+    assert docker_calls(sandbox) == []
+    (sandbox / "mine" / "mqe").mkdir(parents=True)
+    (sandbox / "mine" / "mqe" / "__init__.py").write_text("")
+    proc = stubbed(sandbox, ["dev", "MAPUSH_DIR=mine"])
+    assert proc.returncode == 0, proc.stderr
+    assert docker_calls(sandbox)[-1] == "compose --env-file env/pins.env run --rm -v " \
+        "%s:/mnt/mapush-src:ro -e MAPUSH_DEV_SRC=/mnt/mapush-src train bash" % (sandbox / "mine")
+    proc = stubbed(sandbox, ["dev", "MAPUSH_DIR=mine", "CMD=mapush train --steps 1000"])
+    assert docker_calls(sandbox)[-1].endswith("train mapush train --steps 1000")
