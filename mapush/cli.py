@@ -306,7 +306,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 130
     except ModuleNotFoundError as exc:  # a host with `pip install .` only: no training stack
         top = (exc.name or "").split(".")[0]
-        fix = NOT_ON_PYPI.get(top, "pip install '.[train]' ('.[export]' for export)")
+        fix = FIXES["not_on_pypi"].get(top, "pip install '.[train]' ('.[export]' for export)")
         print("error: mapush %s needs the Python package %s, which is not installed here: run "
               "it in the image (make shell), or %s" % (argv[0] if argv else "", exc.name, fix),
               file=sys.stderr)
@@ -320,6 +320,5 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
 
 
-# Packages no pip extra installs, and the write failures a user meets (#50): fixes.yaml
-NOT_ON_PYPI = FIXES["not_on_pypi"]
+# The write failures a user meets (#50): fixes.yaml
 WRITE_FAILURES = {getattr(errno, name): fix for name, fix in FIXES["write_failures"].items()}

@@ -14,7 +14,6 @@ from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config
 from mapush.common import phases
 from mapush.spec import MID, UPPER, RunSpec
 
-MAPUSH_HINT = FIXES["mqe"]
 
 
 class MissingDependency(MapushError):
@@ -50,7 +49,7 @@ def _import_mqe_utils() -> Any:
     try:
         from mqe.envs import utils as mqe_utils
     except ImportError as exc:
-        raise MissingDependency("%s (%s)" % (MAPUSH_HINT, exc))
+        raise MissingDependency("%s (%s)" % (FIXES["mqe"], exc))
     return mqe_utils
 
 

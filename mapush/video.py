@@ -117,6 +117,10 @@ class TrainingVideos(object):
         return out
 
     def close(self) -> None:
-        """A stop: a half-written film goes."""
+        """A stop: a half-written film goes; a run without one film says so."""
         if self.recorder is not None:
             self.recorder.abort()
+        if not list(self.folder.glob("train-*.mp4")):
+            print("mapush: --record-video: no film was completed in %s (env 0's episode never "
+                  "ended while filming, or the camera gave no frame: mapush doctor --video "
+                  "checks rendering)" % self.folder, file=sys.stderr, flush=True)

@@ -209,7 +209,8 @@ def test_report_on_garbage_events_warns_and_an_uncreatable_out_is_one_line(tmp_p
     blocker.write_text("mine")
     error = one_error(run_mapush(["report", run, "--out", blocker / "report"], env=double_env(),
                                  cwd=tmp_path))
-    assert error.startswith("error: --out %s: cannot create it" % (blocker / "report")), error
+    assert error.startswith("error: --out %s: not writable (read-only, not yours, or under a "
+                            "file)" % (blocker / "report")), error
     assert blocker.read_text() == "mine"
 
 

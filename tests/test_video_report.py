@@ -96,6 +96,19 @@ def test_record_video_films_env_0_at_the_start_and_after_every_interval(upstream
     assert len(lengths) == 1 and lengths.pop() > 1  # the double's episodes: all one length
     assert proc.stderr.count("mapush: video ") == 4
     assert "recording" not in proc.stdout  # MQE's prints at each start and pause
+    assert "no film was completed" not in proc.stderr
+
+
+def test_record_video_checks_rendering_before_training(upstream, tmp_path):
+    """#51 item 4: ``train --record-video`` skipped the rendering check ``eval --video`` runs:
+    now its preflight has it, and without an NVIDIA Vulkan ICD nothing starts."""
+    run = tmp_path / "run"
+    env = double_env(upstream, VK_ICD_FILENAMES=tmp_path / "none.json", MAPUSH_WHERE="host")
+    proc = run_mapush(["train", "--num-envs", NUM_ENVS, "--steps", 400, "--record-video",
+                       "--run-dir", run] + CPU, env, cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 3 and len(errors) == 1 and "rendering" in errors[0], proc.stderr
+    assert "no NVIDIA Vulkan ICD" in proc.stderr and not run.exists()
 
 
 def test_a_failed_episode_says_so_in_its_name(upstream, run, tmp_path):
@@ -131,8 +144,9 @@ def test_frames_are_streamed_never_held():
         assert path.name == "ck-ep1-fail.mp4" and path.stat().st_size > 0
 
 
-def test_a_stop_mid_film_leaves_no_file(tmp_path):
-    """A training film cut by a stop (the adapter's close) leaves nothing in videos/."""
+def test_a_stop_mid_film_leaves_no_file(tmp_path, capsys):
+    """A training film cut by a stop (the adapter's close) leaves nothing in videos/, and a
+    run that completed no film says so in one line (#51 item 4)."""
     import numpy as np
     import torch
 
@@ -163,6 +177,8 @@ def test_a_stop_mid_film_leaves_no_file(tmp_path):
     assert videos.recorder is not None and len(list((tmp_path / "videos").iterdir())) == 1
     videos.close()
     assert list((tmp_path / "videos").iterdir()) == []
+    assert "mapush: --record-video: no film was completed in %s" % (tmp_path / "videos") \
+        in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("case, needle", [

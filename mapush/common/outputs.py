@@ -32,8 +32,8 @@ def refuse_foreign(out: Path, is_own: Callable[[Path], bool], what: str,
     if out.exists() and not out.is_dir():
         raise UsageError("--out %s is a file; pass a folder" % out)
     if not writable(out):
-        raise UsageError("--out %s: not writable (a read-only file system, or a folder that is "
-                         "not yours); pass --out DIR where you may write" % out)
+        raise UsageError("--out %s: not writable (read-only, not yours, or under a file); "
+                         "pass --out DIR where you may write" % out)
     if out.is_dir() and any(out.iterdir()) and not is_own(out):
         raise UsageError("--out %s exists and is no result of %s (it lacks that command's own "
                          "manifest); pass a new folder: %s replaces only its own previous "

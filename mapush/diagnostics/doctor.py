@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from mapush.diagnostics import gpu as gpu_facts, physx_budget, step_check
 from mapush.diagnostics.gpu import GpuFacts, device_index
-from mapush.diagnostics.rendering import NO_RENDER_FIX, datacenter_gpu, problems
+from mapush.diagnostics.rendering import datacenter_gpu, problems
 from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ConfigReadError, find_objects, mapush_root, object_facts
 from mapush.provenance import PATCH_COMPONENTS, patch_record_dir, patch_records
@@ -356,7 +356,7 @@ def check_rendering(opts: Options, facts: Optional[GpuFacts]) -> Check:
     if risky:
         return Check("rendering", WARN, "%s: MAPush's README reports that rendering (the "
                      "video camera) segfaults on datacenter GPUs (A100/A800; H100 likewise "
-                     "has no display engine)" % risky, NO_RENDER_FIX)
+                     "has no display engine)" % risky, FIXES["no_render"])
     return Check("rendering", OK, "Vulkan ICD found%s" % (
         ", graphics capability set" if in_container() else ""))
 
@@ -432,7 +432,7 @@ def preflight(spec: RunSpec) -> Tuple[List[Check], Optional[GpuFacts]]:
     """The doctor's checks for a run, and the GPU facts they read: warnings go to stderr, a
     failure raises :class:`PreflightError` (after the failing checks are printed)."""
     opts = Options(num_envs=spec.num_envs, sim_device=spec.sim_device, rl_device=spec.rl_device,
-                   object=spec.object)
+                   object=spec.object, video=spec.record_video)  # as eval --video checks
     checks, facts = run_checks(opts)
     for check in checks:
         if check.status in (WARN, FAIL):

@@ -5,12 +5,9 @@ import os
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from mapush.errors import FIXES
-
 ICD_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES")
 ICD_PATHS = ("/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json")
 DATACENTER = ("A100", "A800", "H100", "H800", "H200", "A30", "B100", "B200")
-NO_RENDER_FIX = FIXES["no_render"]
 
 
 def problems(in_container: bool) -> List[Tuple[str, str]]:
