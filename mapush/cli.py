@@ -22,7 +22,7 @@ from mapush.objects import ConfigReadError, check_object_name, read_object_facts
 from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
-from mapush.spec import check_path, config_with_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
+from mapush.spec import check_path, config_with_sets, task_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
     check_upper_object, default_run_dir
 
@@ -181,7 +181,7 @@ def init_from_args(args: argparse.Namespace, obj: str, config: Optional[str]) ->
 
 
 # train's options that a --spec file cannot hold: how the command runs, not what it trains
-SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "help", "verbose")
+SPEC_EXCLUDED = ("spec", "resume", "no_preflight", "help", "verbose", "print_config")
 
 
 def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
@@ -265,7 +265,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         record_video=args.record_video,
         config=config,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
-        command_net=command_net)
+        command_net=command_net, task_sets=task_sets(getattr(args, "set", None) or []))
     schema.check("run", spec.to_dict(), "mapush train", options=True)
     return spec, None
 
@@ -282,12 +282,13 @@ COMMANDS = {
 def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     if args.command == "train":
         given = given_options(argv)
-        others = sorted(given - {"--spec", "--no-preflight", "--verbose"})
+        others = sorted(given - {"--spec", "--no-preflight", "--verbose", "--print-config"})
         if args.spec and others:
             raise UsageError("--spec %s holds every option; give %s in it, not beside it"
                              % (args.spec, ", ".join(others)))
         spec, record = spec_from_file(args.spec) if args.spec else spec_from_args(args, given)
-        return train(spec, preflight=not args.no_preflight, record=record)
+        return train(spec, preflight=not args.no_preflight, record=record,
+                     show_config=args.print_config)
     return int(importlib.import_module(COMMANDS[args.command]).main(args))
 
 

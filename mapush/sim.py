@@ -2,6 +2,7 @@
 import argparse
 import importlib.util
 import inspect
+import json
 import os
 import re
 import sys
@@ -137,6 +138,41 @@ def build_args(spec: RunSpec, num_envs: Optional[int] = None) -> argparse.Namesp
     return args
 
 
+def _kind(value: Any) -> type:
+    return bool if isinstance(value, bool) else float if isinstance(value, (int, float)) \
+        else type(value)
+
+
+# task config settings that mapush sets from its own options (object_custom_cfg)
+TASK_OWNED = {"env.num_envs": "--num-envs", "env.record_video": "--record-video",
+              "control.command_network_path": "--command-net",
+              "sim.physx.max_gpu_contact_pairs": "MAPUSH_CONTACT_PAIRS_MULTIPLIER"}
+
+
+def apply_task_sets(cfg: type, sets: Dict[str, Any]) -> None:
+    """``--set task.KEY=VALUE`` on the task's config classes: KEY names a setting the
+    config has (``env.episode_length_s``, ``rewards.scales.push_reward``), VALUE of its kind."""
+    for key, value in sorted(sets.items()):
+        if key in TASK_OWNED:
+            raise UsageError("--set task.%s: mapush sets it from %s; pass that instead"
+                             % (key, TASK_OWNED[key]))
+        parts, node = key.split("."), cfg
+        for part in parts[:-1]:
+            node = getattr(node, part, None)
+        old = getattr(node, parts[-1], None) if inspect.isclass(node) else None
+        if not inspect.isclass(node) or not hasattr(node, parts[-1]) or callable(old):
+            known = sorted(k for k in dir(node) if not k.startswith("_")) \
+                if inspect.isclass(node) else []
+            raise UsageError("--set task.%s: MQE's task config has no such setting%s; mapush "
+                             "train --print-config shows them all" % (key, " (%s has: %s)" % (
+                                 ".".join(parts[:-1]) or "the config", ", ".join(known)[:300])
+                                 if known else ""))
+        if old is not None and _kind(old) != _kind(value):
+            raise UsageError("--set task.%s=%s: that setting is a %s, not a %s"
+                             % (key, json.dumps(value), _kind(old).__name__, _kind(value).__name__))
+        setattr(node, parts[-1], value)
+
+
 def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Namespace,
                       contact_pairs: Optional[int] = None, resolve_paths: bool = False,
                       budget: bool = False) -> Callable[[type], type]:
@@ -145,6 +181,7 @@ def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Nam
 
     def apply(installed_cfg: type) -> type:
         cfg = obj_cfg if obj_cfg is not None else installed_cfg
+        apply_task_sets(cfg, spec.task_sets or {})
         if resolve_paths:
             resolve_relative_paths(cfg, mapush_root())
         if spec.command_net:  # loaded with torch.load in go1_push_upper_wrapper.py:127
@@ -159,6 +196,20 @@ def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Nam
         return cfg
 
     return apply
+
+
+def task_config(spec: RunSpec) -> Dict[str, Any]:
+    """The task's MQE config as the run's env gets it (``--set task.*`` applied), as values
+    (``mapush train --print-config``, and its check before a run starts)."""
+    import_isaacgym()
+    mqe_utils = _import_mqe_utils()
+    from mqe.utils.helpers import class_to_dict
+
+    obj_cfg = load_object_config(spec.object, path=spec.object_config) \
+        if spec.task == MID else None
+    args = argparse.Namespace(num_envs=spec.num_envs, record_video=spec.record_video)
+    cfg = object_custom_cfg(spec, obj_cfg, args)(mqe_utils.ENV_DICT[spec.task]["config"])
+    return json.loads(json.dumps(class_to_dict(cfg), default=str))
 
 
 class _PhaseGym(object):
@@ -263,3 +314,16 @@ def graph_report(env: Any) -> Dict[str, str]:
         else:
             report[name] = "waiting"
     return report
+
+
+if __name__ == "__main__":  # python -m mapush.sim SPEC OUT: the task config, or the error
+    from mapush.common.atomic import write_json
+    from mapush.common.leave import leave
+
+    try:
+        write_json(sys.argv[2], {"task_config": task_config(RunSpec.from_dict(
+            json.loads(Path(sys.argv[1]).read_text())))})
+    except MapushError as exc:
+        write_json(sys.argv[2], {"error": str(exc), "exit_code": exc.exit_code})
+    sys.stdout.flush()
+    leave(0)

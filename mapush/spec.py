@@ -99,6 +99,8 @@ class RunSpec(SpecFile):
     init_from: Optional[str] = None
     # go1push_upper: the mid-level policy's module.pt the high level drives (absolute).
     command_net: Optional[str] = None
+    # --set task.KEY=VALUE: {KEY: VALUE} set on the task's MQE config (mapush.sim).
+    task_sets: Optional[Dict[str, Any]] = None
 
     @property
     def trainer(self) -> str:
@@ -180,16 +182,50 @@ def config_label(config: Any) -> str:
     return "--config %s" % config
 
 
-def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
+TASK_SET = "task."  # --set task.KEY=VALUE: a setting of the task's MQE config, not the trainer's
+
+
+def set_value(item: str) -> Any:
+    """The VALUE of ``--set KEY=VALUE``, read as JSON, else YAML: ``1e-4``, ``true``,
+    ``[128, 128]``, ``FP``."""
+    text = item.partition("=")[2]
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return yaml.safe_load(text) if text.strip() else text
+        except yaml.YAMLError as exc:
+            raise UsageError("--set %r: its value is neither JSON nor YAML (%s); quote a "
+                             "string, e.g. --set 'key=[1, 2]'" % (
+                                 item, " ".join(str(exc).split())[:120]))
+
+
+def task_sets(sets: List[str]) -> Optional[Dict[str, Any]]:
+    """``{KEY: VALUE}`` of the ``--set task.KEY=VALUE`` among ``sets`` (None: none);
+    :func:`mapush.sim.apply_task_sets` checks each against the task's config."""
+    found = {}
+    for item in (item for item in sets if item.strip().startswith(TASK_SET)):
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip()[len(TASK_SET):]:
+            raise UsageError("--set %r is not task.KEY=VALUE (e.g. --set task.env."
+                             "episode_length_s=10)" % item)
+        found[key.strip()[len(TASK_SET):]] = set_value(item)
+    return found or None
+
+
+def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> Optional[str]:
     """``--set KEY=VALUE`` over ``--config``'s YAML, as one file the run copies into its
-    overrides.yaml. KEY is dotted into sections (a leading ``<algo>.`` is dropped); VALUE is
-    read as JSON, else YAML: ``1e-4``, ``true``, ``[128, 128]``, ``FP``."""
+    overrides.yaml. KEY is dotted into sections (a leading ``<algo>.`` is dropped); VALUE as
+    :func:`set_value` reads it; ``task.*`` keys are :func:`task_sets`' (none else: ``config``)."""
+    sets = [item for item in sets if not item.strip().startswith(TASK_SET)]
+    if not sets:
+        return config
     try:
         merged = (yaml.safe_load(Path(config).read_text()) or {}) if config else {}
     except yaml.YAMLError as exc:
         raise UsageError("--config %s: not YAML (%s)" % (config, " ".join(str(exc).split())))
     for item in sets:
-        key, sep, text = item.partition("=")
+        key, sep, _ = item.partition("=")
         parts = [part for part in key.strip().split(".") if part]
         parts = parts[1:] if parts[:1] == [algo] and len(parts) > 1 else parts
         node = merged
@@ -197,16 +233,9 @@ def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> str:
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if not sep or not parts or not isinstance(node, dict):
             raise UsageError("--set %r is not KEY=VALUE into the config's sections (e.g. --set "
-                             "lr=1e-4, --set env.state_type=FP)" % item)
-        try:
-            node[parts[-1]] = json.loads(text)
-        except ValueError:
-            try:
-                node[parts[-1]] = yaml.safe_load(text) if text.strip() else text
-            except yaml.YAMLError as exc:
-                raise UsageError("--set %r: its value is neither JSON nor YAML (%s); quote a "
-                                 "string, e.g. --set 'key=[1, 2]'" % (
-                                     item, " ".join(str(exc).split())[:120]))
+                             "lr=1e-4, --set env.state_type=FP, --set task.env.episode_length_s"
+                             "=10)" % item)
+        node[parts[-1]] = set_value(item)
     folder = tempfile.mkdtemp(prefix=SET_PREFIX)
     atexit.register(shutil.rmtree, folder, True)
     path = Path(folder) / "set-and-config.yaml"  # OpenRL reads only *.yaml

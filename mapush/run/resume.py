@@ -20,7 +20,7 @@ ADJUSTABLE = {"--steps": ("steps", "steps"), "--sim-device": ("sim_device", "sim
               "--checkpoint-interval": ("checkpoint_interval", "checkpoint_interval"),
               "--wandb": ("wandb", "use_wandb"), "--record-video": ("record_video", "record_video")}
 # options that never touch the record (how the command runs, not what it trains)
-NEUTRAL = ("--no-preflight", "--resume", "--spec", "--verbose")
+NEUTRAL = ("--no-preflight", "--resume", "--spec", "--verbose", "--print-config")
 
 
 def holds_run(folder: Path) -> bool:

@@ -3,10 +3,13 @@
 How it works: docs/architecture.md, "Modules"."""
 import contextlib
 import io
+import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,21 +197,55 @@ def check_writable(spec: RunSpec, resuming: bool) -> None:
                                 else "pick another --run-dir"))
 
 
+def load_trainer(spec: RunSpec) -> Any:
+    """The trainer module of the spec, its stack's import warnings shown once (the child
+    shows them), not twice."""
+    quiet = not schema.verbose()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO() if quiet
+                                                                   else sys.stderr):
+            warnings.simplefilter("ignore" if quiet else "default")
+            return trainers.load(spec.algo)
+    except ImportError as exc:
+        raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
+                          "run mapush train there)" % (spec.algo, exc))
+
+
+def task_config(spec: RunSpec) -> Dict[str, Any]:
+    """The task config the run's env will get (``--set task.*`` checked against it), from a
+    child that imports Isaac Gym and MQE (``python -m mapush.sim``: this process has torch)."""
+    with tempfile.TemporaryDirectory(prefix="mapush-task-") as tmp, \
+            Supervisor("mapush", "stopping the task config's check", 10.0) as sup:
+        files = [str(Path(tmp) / "spec.json"), str(Path(tmp) / "out.json")]
+        write_json(files[0], spec.to_dict())
+        code = sup.wait(sup.start([sys.executable, "-m", "mapush.sim"] + files,
+                                  stdout=subprocess.DEVNULL))
+        found = json.loads(Path(files[1]).read_text()) if Path(files[1]).is_file() else {}
+    if "error" in found:
+        error = (UsageError if found["exit_code"] == 2 else MapushError)(found["error"])
+        error.exit_code = found["exit_code"]
+        raise error
+    if code != 0 or "task_config" not in found:
+        raise MapushError("reading the task config (python -m mapush.sim) failed with status "
+                          "%d; run with --verbose, or mapush doctor" % code)
+    return found["task_config"]
+
+
+def print_config(spec: RunSpec) -> int:
+    """``mapush train --print-config``: the resolved spec, trainer config and task config
+    as one JSON object on stdout; nothing starts and nothing is written."""
+    trainer = load_trainer(spec).resolved_config(spec)
+    print(json.dumps({"spec": spec.to_dict(), "trainer_config": trainer,
+                      "task_config": task_config(spec)}, indent=1, sort_keys=True))
+    return 0
+
+
 def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     """Every refusal that needs no simulation, before the run folder exists or changes: the
     trainer's config (keys, values, steps), a resume with nothing left to train, a
     read-only folder."""
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
-    quiet = not schema.verbose()  # the child shows the stack's import warnings: once, not twice
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO() if quiet
-                                                                   else sys.stderr):
-            warnings.simplefilter("ignore" if quiet else "default")
-            trainer = trainers.load(spec.algo)
-    except ImportError as exc:
-        raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
-                          "run mapush train there)" % (spec.algo, exc))
-    updates = trainer.planned_updates(spec, resume_meta)
+    updates = load_trainer(spec).planned_updates(spec, resume_meta)
     if record is not None and updates <= 0:
         raise UsageError("--resume %s: the run has trained %s env steps and its target "
                          "(--steps) is %d, less than one update away: pass --steps N with N "
@@ -217,6 +254,8 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     check_writable(spec, record is not None)
     if spec.use_wandb:
         check_wandb()
+    if spec.task_sets and record is None:  # a bad --set task.* is one line, before the folder
+        task_config(spec)
 
 
 def check_wandb() -> None:
@@ -246,10 +285,13 @@ def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:
     return lock
 
 
-def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None) -> int:
+def train(spec: RunSpec, preflight: bool = True, record: Optional[Dict[str, Any]] = None,
+          show_config: bool = False) -> int:
     """``mapush train`` in the parent: checks, run folder, child, exit status
     (docs/architecture.md, "Modules")."""
     schema.environ()  # the MAPUSH_* numbers, before anything else
+    if show_config:
+        return print_config(spec)
     facts = None  # type: Optional[GpuFacts]
     if preflight:
         facts = run_preflight(spec)[1]

@@ -98,6 +98,9 @@ def load_config(spec: RunSpec) -> Dict[str, Any]:
     return config
 
 
+resolved_config = load_config  # the run's HARL config (--print-config)
+
+
 def split_config(spec: RunSpec, config: Dict[str, Any]
                  ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, Any]]:
     """HARL's ``(args, algo_args, env_args)`` from our config."""

@@ -79,7 +79,7 @@ def planned_updates(spec: RunSpec, resume_meta: Dict[str, Any]) -> int:
     return int(spec.steps) // per_update - int(resume_meta.get("step", 0)) // per_update
 
 
-def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
+def openrl_config(spec: RunSpec, user_config: Optional[str] = None, sim_args: bool = True) -> Any:
     """OpenRL's config for the run: :func:`parse_config`, then what the command line
     decides (seed, run directory, wandb); upstream's Isaac Gym fields are merged in, as
     ``get_args`` did."""
@@ -89,10 +89,15 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     cfg.experiment_name = spec.object
     cfg.disable_wandb = not spec.use_wandb
     cfg.log_each_episode = False  # our logger reports progress itself
-    for key, value in vars(sim.build_args(spec)).items():
+    for key, value in vars(sim.build_args(spec)).items() if sim_args else ():
         if not hasattr(cfg, key):
             setattr(cfg, key, value)
     return cfg
+
+
+def resolved_config(spec: RunSpec) -> Dict[str, Any]:
+    """The run's OpenRL config (--print-config; upstream's Isaac Gym arguments left out)."""
+    return plain_config(openrl_config(spec, spec.config, sim_args=False))
 
 
 def plain_config(cfg: Any) -> Dict[str, Any]:
