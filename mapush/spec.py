@@ -134,6 +134,7 @@ class EvalSpec(SpecFile):
     video: Optional[Dict[str, Any]] = None
     progress: bool = False
     observations: Optional[str] = None  # mapush export: a short rollout's observations (.npy)
+    task_sets: Optional[Dict[str, Any]] = None  # the run's --set task.* (RunSpec.task_sets)
 
 
 def default_run_dir(task: str, obj: str, algo: str, seed: int, now: Optional[float] = None) -> str:

@@ -112,6 +112,11 @@ def test_a_reward_scale_and_the_episode_length_reach_the_run_and_its_record(real
                                     .read_text())["episodes"]
     assert episodes(short_run) >= episodes(plain_run) + 2 * NUM_ENVS, (
         episodes(short_run), episodes(plain_run))
+    # evaluating the run builds its env with them: every first episode ends by 0.1 s
+    proc = run_mapush(["eval", "--checkpoint", short_run, "--num-envs", NUM_ENVS] + CPU,
+                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["finished_time"] <= 0.1 + 1e-6, proc.stdout
     # a resume keeps them, and refuses new ones
     proc = run_mapush(["train", "--resume", short_run, "--steps", NUM_ENVS * 40,
                        "--no-preflight"] + CPU, real_env(real_mqe), cwd=tmp_path, timeout=300)

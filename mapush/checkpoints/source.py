@@ -141,7 +141,7 @@ def describe(checkpoint: Path, obj: Optional[str] = None,
         "task": meta.get("task") or run_spec.get("task") or "go1push_mid",
         "trained_task": meta.get("task") or run_spec.get("task"),
         "object": name, "object_config": object_config, "config": run_spec.get("config"),
-        "command_net": run_spec.get("command_net"),
+        "command_net": run_spec.get("command_net"), "task_sets": run_spec.get("task_sets"),
     }
 
 

@@ -139,7 +139,7 @@ def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
                    num_envs=request.num_envs, steps=1, seed=request.seed, run_dir=_SCRATCH[-1],
                    sim_device=request.sim_device, rl_device=request.rl_device,
                    config=request.config, object_config=request.object_config,
-                   command_net=request.command_net)
+                   command_net=request.command_net, task_sets=request.task_sets)
     video = request.video
     if video:
         spec = spec.with_changes(record_video=True)
