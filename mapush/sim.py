@@ -13,7 +13,8 @@ from mapush.diagnostics.physx_budget import TaskBodies, for_sim
 from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
 from mapush.common import phases
-from mapush.spec import MID, UPPER, RunSpec
+from mapush.spec import MID, TASK_SET, UPPER, RunSpec
+from mapush.trainers import check_owned
 
 
 
@@ -143,30 +144,18 @@ def _kind(value: Any) -> type:
         else type(value)
 
 
-# task config settings that mapush sets from its own options (object_custom_cfg)
-TASK_OWNED = {"env.num_envs": "--num-envs", "env.record_video": "--record-video",
-              "control.command_network_path": "--command-net",
-              "sim.physx.max_gpu_contact_pairs": "MAPUSH_CONTACT_PAIRS_MULTIPLIER"}
-
-
 def apply_task_sets(cfg: type, sets: Dict[str, Any]) -> None:
     """``--set task.KEY=VALUE`` on the task's config classes: KEY names a setting the
     config has (``env.episode_length_s``, ``rewards.scales.push_reward``), VALUE of its kind."""
+    check_owned("task", {TASK_SET + key: value for key, value in sets.items()}, "--set")
     for key, value in sorted(sets.items()):
-        if key in TASK_OWNED:
-            raise UsageError("--set task.%s: mapush sets it from %s; pass that instead"
-                             % (key, TASK_OWNED[key]))
         parts, node = key.split("."), cfg
         for part in parts[:-1]:
             node = getattr(node, part, None)
         old = getattr(node, parts[-1], None) if inspect.isclass(node) else None
         if not inspect.isclass(node) or not hasattr(node, parts[-1]) or callable(old):
-            known = sorted(k for k in dir(node) if not k.startswith("_")) \
-                if inspect.isclass(node) else []
-            raise UsageError("--set task.%s: MQE's task config has no such setting%s; mapush "
-                             "train --print-config shows them all" % (key, " (%s has: %s)" % (
-                                 ".".join(parts[:-1]) or "the config", ", ".join(known)[:300])
-                                 if known else ""))
+            raise UsageError("--set task.%s: MQE's task config has no such setting; mapush "
+                             "train --print-config shows them all" % key)
         if old is not None and _kind(old) != _kind(value):
             raise UsageError("--set task.%s=%s: that setting is a %s, not a %s"
                              % (key, json.dumps(value), _kind(old).__name__, _kind(value).__name__))
@@ -315,15 +304,3 @@ def graph_report(env: Any) -> Dict[str, str]:
             report[name] = "waiting"
     return report
 
-
-if __name__ == "__main__":  # python -m mapush.sim SPEC OUT: the task config, or the error
-    from mapush.common.atomic import write_json
-    from mapush.common.leave import leave
-
-    try:
-        write_json(sys.argv[2], {"task_config": task_config(RunSpec.from_dict(
-            json.loads(Path(sys.argv[1]).read_text())))})
-    except MapushError as exc:
-        write_json(sys.argv[2], {"error": str(exc), "exit_code": exc.exit_code})
-    sys.stdout.flush()
-    leave(0)

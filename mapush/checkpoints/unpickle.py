@@ -1,7 +1,7 @@
 """Loading a checkpoint executes nothing: every ``torch.load`` of a file a user names
 (``module.pt``, HARL's ``actor_agent*.pt``/``critic*.pt``, ``--command-net``) goes through
 :func:`load`, whose unpickler finds only what such files hold: the classes and rebuild
-functions listed in ``ALLOWED``. Anything else (``os.system``, ``builtins.eval``, a class of
+functions listed in ``ALLOWED`` (``unpickle.yaml``). Anything else (``os.system``, ``builtins.eval``, a class of
 another package) is refused before it is called, as one UsageError naming it.
 
 ``ALLOWED`` is what the authors' ``module.pt`` (MAPush's ``results/``, OpenRL 0.2.0 on torch
@@ -17,41 +17,14 @@ import types
 from pathlib import Path
 from typing import Any, Dict, FrozenSet  # noqa: F401 (type comments)
 
+import yaml
+
 from mapush.errors import UsageError
 
-_OPENRL = {
-    "openrl.modules.ppo_module": ("PPOModule",),
-    "openrl.modules.networks.policy_network": ("PolicyNetwork",),
-    "openrl.modules.networks.value_network": ("ValueNetwork",),
-    "openrl.modules.networks.utils.act": ("ACTLayer",),
-    "openrl.modules.networks.utils.distributions": ("AddBias", "DiagGaussian"),
-    "openrl.modules.networks.utils.mlp": ("MLPBase", "MLPLayer"),
-    "openrl.modules.utils.valuenorm": ("ValueNorm",),
-}
-_TORCH = {  # (storages never reach find_class: torch's own unpickler maps them first)
-    "torch._utils": ("_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
-                     "_rebuild_parameter"),
-    "torch": ("device", "Size", "float32", "float64", "int64", "int32", "uint8", "bool"),
-    "torch.nn.modules.linear": ("Linear",),
-    "torch.nn.modules.container": ("Sequential",),
-    "torch.nn.modules.activation": ("ReLU", "Tanh"),
-    "torch.nn.modules.normalization": ("LayerNorm",),
-    "torch.optim.adam": ("Adam",),
-}
-_DATA = {
-    "collections": ("OrderedDict", "defaultdict"),
-    "builtins": ("dict", "set", "frozenset", "list", "tuple", "slice"),
-    "__builtin__": ("dict", "set", "frozenset", "list", "tuple", "slice"),
-    "_codecs": ("encode",),  # bytes pickled by protocol 2 (numpy's arrays)
-    "numpy": ("dtype", "ndarray"),
-    "numpy.core.multiarray": ("_reconstruct", "scalar"),
-    "numpy._core.multiarray": ("_reconstruct", "scalar"),
-    "gym.spaces.box": ("Box",),
-    "jsonargparse._namespace": ("Namespace",),  # OpenRL's config, in the module it pickles
-    "isaacgym._bindings.linux-x86_64.gym_38": ("SimType",),  # the authors' config holds one
-}
-ALLOWED = {module: frozenset(names) for part in (_OPENRL, _TORCH, _DATA)
-           for module, names in part.items()}  # type: Dict[str, FrozenSet[str]]
+# {module: names} (unpickle.yaml says where each comes from)
+ALLOWED = {module: frozenset(names) for module, names in yaml.safe_load(
+    (Path(__file__).resolve().parent / "unpickle.yaml").read_text()).items()
+           }  # type: Dict[str, FrozenSet[str]]
 
 
 class Refused(pickle.UnpicklingError):

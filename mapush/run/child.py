@@ -10,7 +10,7 @@ from mapush import trainers
 from mapush.errors import MapushError
 from mapush.proc import signal_name, stop_signals
 from mapush.common import phases
-from mapush.common.atomic import DISK_FULL
+from mapush.common.atomic import DISK_FULL, write_json
 from mapush.checkpoints.store import read_meta
 from mapush.run.context import RunContext, StopFlag
 from mapush.run.crash import diagnose_exception
@@ -20,9 +20,13 @@ from mapush.spec import RunSpec
 
 def run(config_path: str, stop: StopFlag) -> int:
     phases.mark("start")
-    spec = RunSpec.from_dict(json.loads(Path(config_path).read_text())["spec"])
+    job = json.loads(Path(config_path).read_text())
+    spec = RunSpec.from_dict(job["spec"])
     from mapush import sim
 
+    if "task_config_to" in job:  # no run: mapush train --print-config, or its --set task.* check
+        write_json(job["task_config_to"], sim.task_config(spec))
+        return 0
     sim.headless_figures(Path(spec.run_dir) / "figures")
     sim.import_isaacgym()  # before anything imports torch
     ctx = RunContext(spec, stop=stop)

@@ -213,22 +213,21 @@ def load_trainer(spec: RunSpec) -> Any:
 
 def task_config(spec: RunSpec) -> Dict[str, Any]:
     """The task config the run's env will get (``--set task.*`` checked against it), from a
-    child that imports Isaac Gym and MQE (``python -m mapush.sim``: this process has torch)."""
+    child that imports Isaac Gym and MQE (this process may have torch); its error, if any."""
     with tempfile.TemporaryDirectory(prefix="mapush-task-") as tmp, \
             Supervisor("mapush", "stopping the task config's check", 10.0) as sup:
-        files = [str(Path(tmp) / "spec.json"), str(Path(tmp) / "out.json")]
-        write_json(files[0], spec.to_dict())
-        code = sup.wait(sup.start([sys.executable, "-m", "mapush.sim"] + files,
-                                  stdout=subprocess.DEVNULL))
-        found = json.loads(Path(files[1]).read_text()) if Path(files[1]).is_file() else {}
-    if "error" in found:
-        error = (UsageError if found["exit_code"] == 2 else MapushError)(found["error"])
-        error.exit_code = found["exit_code"]
-        raise error
-    if code != 0 or "task_config" not in found:
-        raise MapushError("reading the task config (python -m mapush.sim) failed with status "
-                          "%d; run with --verbose, or mapush doctor" % code)
-    return found["task_config"]
+        job, out, err = (Path(tmp) / name for name in ("job.json", "task.json", "stderr"))
+        write_json(job, {"spec": spec.to_dict(), "task_config_to": str(out)})
+        with open(str(err), "w") as stream:
+            code = sup.wait(sup.start([sys.executable, "-m", "mapush.run.child", str(job)],
+                                      stdout=subprocess.DEVNULL, stderr=stream))
+        said = [line[7:] for line in err.read_text().splitlines() if line.startswith("error: ")]
+        if code == 0 and out.is_file():
+            return json.loads(out.read_text())
+    error = (UsageError if code == 2 else MapushError)(said[-1] if said else "reading the task "
+                                                      "config failed with status %d" % code)
+    error.exit_code = code if code > 0 else 1
+    raise error
 
 
 def print_config(spec: RunSpec) -> int:

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, Tuple
 import yaml
 
 from mapush.errors import UsageError
+from mapush.schema import SCHEMA
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -72,19 +73,8 @@ def config_value(algo: str, config: Any, key: str) -> Any:
     return None
 
 
-# Trainer config keys that mapush sets from its own options (openrl_trainer.openrl_config,
-# harl_trainer.load_config) or that do not apply to MAPush: a --config or --set that gives
-# one is refused, naming what decides it.
-OWNED_KEYS = {
-    "openrl": {"seed": "--seed", "run_dir": "--run-dir", "experiment_name": "--object",
-               "disable_wandb": "--wandb", "log_each_episode": "mapush's own progress line",
-               "callbacks": "--checkpoint-interval (mapush's own checkpoint callback)",
-               "num_agents": "--object (the agents of its config)",
-               "env_num": "--num-envs", "n_rollout_threads": "--num-envs"},
-    "harl": {"seed.seed": "--seed", "seed.seed_specify": "--seed", "device.cuda": "--rl-device",
-             "train.n_rollout_threads": "--num-envs", "train.num_env_steps": "--steps",
-             "train.model_dir": "--resume or --init-from", "logger.log_dir": "--run-dir"},
-}
+# Config keys that mapush decides ({library or "task": {key: what decides it}}): schema.yaml
+OWNED_KEYS = SCHEMA["owned"]
 
 
 def check_owned(library: str, flat_config: Any, label: str) -> None:
