@@ -232,6 +232,7 @@ help: ## list the targets and their variables
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
 	@echo "    NVIDIA_SMI=$(NVIDIA_SMI)  (the host checks of make doctor and the GPU targets)"
 	@echo "    make demo: DEMO_RUN=$(DEMO_RUN) DEMO_ENVS=$(DEMO_ENVS) DEMO_DIR=$(DEMO_DIR)"
+	@echo "    make try: TRY_DIR=$(TRY_DIR)  (and MAPUSH_SRC, as make test)"
 	@echo "    make dev: MAPUSH_DIR=$(or $(MAPUSH_DIR),(empty: required, your MAPush checkout)) CMD=$(or $(CMD),(empty: bash))"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
@@ -358,6 +359,13 @@ demo: image runs-dir ## a first success in minutes: the authors' DEMO_RUN policy
 	  $(DEMO_DIR)/eval.json | tail -n 1) over $(DEMO_ENVS) envs ($(DEMO_DIR)/eval.json);" \
 	  "videos in $(DEMO_DIR)/videos/" && \
 	echo "demo: open $(DEMO_DIR)/report/index.html (took $$(( $$(date +%s) - start )) s)"
+
+# make try: the whole method on a CPU, over the tests' Isaac Gym stand-in (no GPU, no image,
+# no tarball; labelled in each run's record and report: no result of MAPush).
+TRY_DIR ?= runs/try
+.PHONY: try
+try: $(VENV)/.stamp ## no GPU: the whole method in minutes on the CPU over the tests' Isaac Gym stand-in (not a result), reports in TRY_DIR
+	$(WITH_MAPUSH_SRC) $(VENV_PY) tests/standin/try.py --dir $(TRY_DIR)
 
 .PHONY: video
 video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/videos/*.mp4

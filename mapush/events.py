@@ -1,6 +1,4 @@
-"""Scalar series out of a run's TensorBoard event files, through TensorBoard's own reader.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Scalar series out of a run's TensorBoard event files, through TensorBoard's own reader."""
 from pathlib import Path
 from typing import Dict, List, Tuple
 

@@ -1,6 +1,4 @@
-"""``mapush export``: a checkpoint as a self-contained policy, TorchScript and ONNX.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush export``: a checkpoint as a self-contained policy, TorchScript and ONNX."""
 import argparse
 import importlib.util
 import inspect

@@ -1,6 +1,4 @@
-"""Read the pins of ``env/pins.env``, the single source of every version and commit.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Read the pins of ``env/pins.env``, the single source of every version and commit."""
 import os
 from pathlib import Path
 from typing import Dict, Optional

@@ -1,6 +1,4 @@
-"""``mapush pipeline``: MAPush's whole method for one object, in four resumable stages.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush pipeline``: MAPush's whole method for one object, in four resumable stages."""
 import argparse
 import json
 import os

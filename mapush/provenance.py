@@ -1,6 +1,4 @@
-"""What a run was made of: versions, upstream commits and applied patches.
-
-How it works: docs/architecture.md, "Modules"."""
+"""What a run was made of: versions, upstream commits and applied patches."""
 import hashlib
 import json
 import os

@@ -1,12 +1,12 @@
-"""``mapush report RUN``: one page a person can look at, ``RUN/report/index.html``.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush report RUN``: one page a person can look at, ``RUN/report/index.html``."""
 import argparse
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+import yaml
 
 from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run
 from mapush.common import outputs
@@ -22,15 +22,9 @@ from mapush.reproduce import authors_runs
 
 REPORT_DIR = "report"
 PAGE = "index.html"
-# (file, title, tag prefixes or tags, their tag for each of ours)
-PANELS = (
-    ("metrics.png", "Success rate and finished time (training episodes)",
-     ("metrics/success_rate", "metrics/finished_time")),
-    ("rewards.png", "Reward terms (per env and step)", ("reward/",)),
-    ("losses.png", "Losses and gradients", ("train/",)),
-    ("speed.png", "Environment steps per second", ("perf/env_steps_per_s",)),
-    ("memory.png", "Memory", ("memory/",)),
-)
+# the panels and the stack's rows (templates/report.yaml)
+LAYOUT = yaml.safe_load((Path(__file__).resolve().parent / "templates" / "report.yaml")
+                        .read_text())
 
 
 def _say(text: str) -> None:
@@ -121,7 +115,7 @@ def build(run: Path, out: Path) -> Path:
     if theirs_run is not None:
         _say("drawing the authors' curves from %s beside this run's" % theirs_run)
     panels = []  # type: List[Dict[str, str]]
-    for name, title, keys in PANELS:
+    for name, title, keys in LAYOUT["panels"]:
         tags = sorted(t for t in scalars if scalars[t] and any(
             t == k or (k.endswith("/") and t.startswith(k)) for k in keys))
         if not tags:
@@ -165,11 +159,6 @@ def build(run: Path, out: Path) -> Path:
     return out / PAGE
 
 
-# (row label, pin key, distribution whose installed version config.json records)
-_STACK_ROWS = (("OpenRL", "OPENRL_VERSION", "openrl"), ("torch", "TORCH_VERSION", "torch"),
-               ("numpy", "NUMPY_VERSION", "numpy"), ("Isaac Gym", "ISAACGYM_VERSION", "isaacgym"))
-
-
 def _pinned(pin: Optional[str], installed: Optional[str]) -> Optional[str]:
     """The installed version, with the pin beside it where the two differ."""
     if installed is None:
@@ -204,7 +193,7 @@ def run_summary(run_config: Dict[str, Any]) -> List[List[Any]]:
     rows += [["Python", provenance.get("python")], ["stack", provenance.get("stack")],
              ["MAPush", pins.get("MAPUSH_COMMIT")], ["HARL", pins.get("HARL_COMMIT")]]
     rows += [[label, _pinned(pins.get(pin), versions.get(dist))]
-             for label, pin, dist in _STACK_ROWS]
+             for label, pin, dist in LAYOUT["stack"]]
     rows += [["patches", "; ".join(patches) or None],
              ["not recorded", "; ".join(provenance.get("incomplete", [])) or None]]
     check = run_config.get("step_check")  # mapush/run/train.py: check_step

@@ -1,6 +1,4 @@
-"""``mapush reproduce``: the authors' published checkpoints, evaluated beside their table.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush reproduce``: the authors' published checkpoints, evaluated beside their table."""
 import argparse
 import importlib.util
 import math

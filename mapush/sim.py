@@ -188,8 +188,7 @@ def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Nam
 
 
 def task_config(spec: RunSpec) -> Dict[str, Any]:
-    """The task's MQE config as the run's env gets it (``--set task.*`` applied), as values
-    (``mapush train --print-config``, and its check before a run starts)."""
+    """The task's MQE config as the run's env gets it, ``--set task.*`` applied, as values."""
     import_isaacgym()
     mqe_utils = _import_mqe_utils()
     from mqe.utils.helpers import class_to_dict

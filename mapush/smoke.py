@@ -1,6 +1,4 @@
-"""``mapush smoke``: the short end-to-end check behind ``make smoke-test`` and the CI GPU job.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush smoke``: the short end-to-end check behind ``make smoke-test`` and the CI GPU job."""
 import json
 import os
 import shutil

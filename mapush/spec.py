@@ -1,6 +1,4 @@
-"""The run spec: every option of ``mapush train`` validated into one immutable record.
-
-How it works: docs/architecture.md, "Modules"."""
+"""The run spec: every option of ``mapush train`` validated into one immutable record."""
 import atexit
 import json
 import os
@@ -187,8 +185,7 @@ TASK_SET = "task."  # --set task.KEY=VALUE: a setting of the task's MQE config, 
 
 
 def set_value(item: str) -> Any:
-    """The VALUE of ``--set KEY=VALUE``, read as JSON, else YAML: ``1e-4``, ``true``,
-    ``[128, 128]``, ``FP``."""
+    """``--set KEY=VALUE``'s VALUE, as JSON, else YAML: ``1e-4``, ``true``, ``[1, 2]``, ``FP``."""
     text = item.partition("=")[2]
     try:
         return json.loads(text)
@@ -234,8 +231,7 @@ def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> Optio
             node = node.setdefault(part, {}) if isinstance(node, dict) else None
         if not sep or not parts or not isinstance(node, dict):
             raise UsageError("--set %r is not KEY=VALUE into the config's sections (e.g. --set "
-                             "lr=1e-4, --set env.state_type=FP, --set task.env.episode_length_s"
-                             "=10)" % item)
+                             "lr=1e-4, --set env.state_type=FP)" % item)
         node[parts[-1]] = set_value(item)
     folder = tempfile.mkdtemp(prefix=SET_PREFIX)
     atexit.register(shutil.rmtree, folder, True)

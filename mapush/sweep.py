@@ -1,6 +1,4 @@
-"""``mapush sweep``: a grid of runs (algorithms x objects x seeds), one run per grid cell.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush sweep``: a grid of runs (algorithms x objects x seeds), one run per grid cell."""
 import argparse
 import itertools
 import json

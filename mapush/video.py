@@ -1,6 +1,4 @@
-"""Episode videos of env 0, streamed to an H.264 encoder frame by frame.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Episode videos of env 0, streamed to an H.264 encoder frame by frame."""
 import contextlib
 import os
 import sys

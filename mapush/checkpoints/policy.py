@@ -1,6 +1,4 @@
-"""Reading policy checkpoints: ours (PPO and HARL) and the authors' published ``module.pt``.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Reading policy checkpoints: ours (PPO and HARL) and the authors' published ``module.pt``."""
 import hashlib
 from pathlib import Path
 from typing import Any, Dict, Optional

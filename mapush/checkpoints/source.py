@@ -1,6 +1,4 @@
-"""Which checkpoint a path means, and what it was trained on: ours or the authors'.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Which checkpoint a path means, and what it was trained on: ours or the authors'."""
 import json
 import re
 from contextlib import suppress

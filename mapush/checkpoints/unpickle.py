@@ -1,16 +1,9 @@
 """Loading a checkpoint executes nothing: every ``torch.load`` of a file a user names
 (``module.pt``, HARL's ``actor_agent*.pt``/``critic*.pt``, ``--command-net``) goes through
 :func:`load`, whose unpickler finds only what such files hold: the classes and rebuild
-functions listed in ``ALLOWED`` (``unpickle.yaml``). Anything else (``os.system``, ``builtins.eval``, a class of
-another package) is refused before it is called, as one UsageError naming it.
-
-``ALLOWED`` is what the authors' ``module.pt`` (MAPush's ``results/``, OpenRL 0.2.0 on torch
-1.x) and our own PPO and HARL checkpoints reference, as
-``tests/test_unpickle.py`` records it from the real files, plus the names the same objects
-take under the other stacks (numpy 2's ``numpy._core``, Python 2's ``__builtin__``, torch
-2's ``_rebuild_tensor_v3``; storages never reach it, torch maps them first). Nothing in it
-runs code of the file's choosing: classes are built from their pickled state, and the
-functions only rebuild tensors, arrays and bytes."""
+functions listed in ``ALLOWED`` (``unpickle.yaml``, which says where each comes from).
+Anything else (``os.system``, ``builtins.eval``, a class of another package) is refused
+before it is called, as one UsageError naming it."""
 import inspect
 import pickle
 import types
@@ -21,7 +14,6 @@ import yaml
 
 from mapush.errors import UsageError
 
-# {module: names} (unpickle.yaml says where each comes from)
 ALLOWED = {module: frozenset(names) for module, names in yaml.safe_load(
     (Path(__file__).resolve().parent / "unpickle.yaml").read_text()).items()
            }  # type: Dict[str, FrozenSet[str]]

@@ -1,6 +1,4 @@
-"""Phase markers the child leaves for the parent, so a bare segfault can be placed.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Phase markers the child leaves for the parent, so a bare segfault can be placed."""
 import os
 import time
 from typing import Any, Dict, List

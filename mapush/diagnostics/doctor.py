@@ -1,6 +1,4 @@
-"""``mapush doctor`` and the preflight of ``mapush train``: check the machine before a run.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush doctor`` and the preflight of ``mapush train``: check the machine before a run."""
 import importlib.util
 import json
 import os

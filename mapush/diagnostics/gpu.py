@@ -1,6 +1,4 @@
-"""GPU facts for the doctor and crash reports: devices, driver, torch's architectures.
-
-How it works: docs/architecture.md, "Modules"."""
+"""GPU facts for the doctor and crash reports: devices, driver, torch's architectures."""
 import json
 import os
 import shutil

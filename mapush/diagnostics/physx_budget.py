@@ -1,6 +1,4 @@
-"""PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5.
-
-How it works: docs/architecture.md, "Modules"."""
+"""PhysX GPU contact-buffer budget: size ``max_gpu_contact_pairs`` for the run, not x5."""
 import sys
 from contextlib import suppress
 from dataclasses import asdict, dataclass

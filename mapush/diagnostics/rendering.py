@@ -1,6 +1,4 @@
-"""Can this process render MQE's camera? Checked before a simulation starts.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Can this process render MQE's camera? Checked before a simulation starts."""
 import os
 from pathlib import Path
 from typing import List, Optional, Tuple

@@ -1,6 +1,4 @@
-"""The MAPush env as HARL's on-policy runner drives it (``make_train_env("mapush", ...)``).
-
-How it works: docs/architecture.md, "Modules"."""
+"""The MAPush env as HARL's on-policy runner drives it (``make_train_env("mapush", ...)``)."""
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np

@@ -1,6 +1,4 @@
-"""HARL's logger for ``mapush``: the paper's metrics, reward terms and speed to TensorBoard.
-
-How it works: docs/architecture.md, "Modules"."""
+"""HARL's logger for ``mapush``: the paper's metrics, reward terms and speed to TensorBoard."""
 import os
 import time
 from typing import Any, Dict, List, Optional

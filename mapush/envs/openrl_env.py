@@ -1,6 +1,4 @@
-"""The MQE env as the vectorised env OpenRL's ``PPONet``/``PPOAgent`` drive.
-
-How it works: docs/architecture.md, "Modules"."""
+"""The MQE env as the vectorised env OpenRL's ``PPONet``/``PPOAgent`` drive."""
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -20,9 +18,7 @@ def to_env_actions(actions: Any, device: Any, scale: float = ACTION_SCALE) -> to
 
 
 class OpenRLEnv(object):
-    """Wraps the env returned by :func:`mapush.sim.make_env` for OpenRL.
-
-    More: docs/architecture.md, "Modules"."""
+    """Wraps the env returned by :func:`mapush.sim.make_env` for OpenRL."""
 
     env_name = "go1push_mid"
 

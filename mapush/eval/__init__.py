@@ -149,12 +149,10 @@ def read_evaluated(run_dir: Path) -> List[Dict[str, Any]]:
     """The records of ``run_dir/eval.jsonl`` (``--run``'s output), oldest first; none when
     the run was not evaluated, or its file is damaged (said in one line)."""
     path = Path(run_dir) / EVAL_FILE
-    if not path.exists():
-        return []
-    if not is_eval_output(path):
+    records = eval_records(path) if path.exists() else []
+    if records is None:
         print("warning: %s is damaged: its evaluations are left out" % path, file=sys.stderr)
-        return []
-    return [json.loads(line) for line in read_regular(path).splitlines() if line.strip()]
+    return records or []
 
 
 def eval_output(run_dir: Path, out: Optional[str]) -> Path:
@@ -163,7 +161,7 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     if out:
         path = Path(out)
         refuse_inside_run("--out", path, run_dir)
-        if path.exists() and not is_eval_output(path):
+        if path.exists() and eval_records(path) is None:
             raise UsageError("--out %s exists and is no result of mapush eval (a *.jsonl of "
                              "its records, one per checkpoint); pass a new file: an eval "
                              "replaces only its own previous result" % out)
@@ -177,16 +175,16 @@ def eval_output(run_dir: Path, out: Optional[str]) -> Path:
     return run_dir / EVAL_FILE
 
 
-def is_eval_output(path: Path) -> bool:
-    """A previous result of ``mapush eval --run``: a regular ``*.jsonl`` file whose every
-    line is a record of one checkpoint (empty included)."""
+def eval_records(path: Path) -> Optional[List[Dict[str, Any]]]:
+    """The records of a result of ``mapush eval --run`` (a regular ``*.jsonl``, a checkpoint's
+    record a line, or empty); None: ``path`` is not one."""
     if path.suffix != ".jsonl" or path.is_symlink():
-        return False
+        return None
     try:
         records = [json.loads(line) for line in read_regular(path).splitlines() if line.strip()]
     except (OSError, ValueError):
-        return False
-    return all(isinstance(record, dict) and "checkpoint" in record for record in records)
+        return None
+    return records if all(isinstance(r, dict) and "checkpoint" in r for r in records) else None
 
 
 def rrt_figures(folder: Path, info: Dict[str, Any]) -> str:

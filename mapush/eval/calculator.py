@@ -1,6 +1,4 @@
-"""The evaluation child: ``python -m mapush.eval.calculator EVAL_SPEC_JSON``.
-
-How it works: docs/architecture.md, "Modules"."""
+"""The evaluation child: ``python -m mapush.eval.calculator EVAL_SPEC_JSON``."""
 import json
 import math
 import os

@@ -1,6 +1,4 @@
-"""The training child: import Isaac Gym first, run the trainer, leave without teardown.
-
-How it works: docs/architecture.md, "Modules"."""
+"""The training child: import Isaac Gym first, run the trainer, leave without teardown."""
 import json
 import sys
 import traceback

@@ -1,6 +1,4 @@
-"""Turn a dead training child into a diagnosis: where it died, and what to do about it.
-
-How it works: docs/architecture.md, "Modules"."""
+"""Turn a dead training child into a diagnosis: where it died, and what to do about it."""
 import json
 import signal
 import sys

@@ -1,6 +1,4 @@
-"""``mapush train --resume RUN``: the run continued with everything its ``config.json`` recorded.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush train --resume RUN``: the run continued with everything its ``config.json`` recorded."""
 import argparse
 import json
 from pathlib import Path

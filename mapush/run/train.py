@@ -1,6 +1,4 @@
-"""``mapush train`` in the parent process: preflight, run directory, child, exit status.
-
-How it works: docs/architecture.md, "Modules"."""
+"""``mapush train`` in the parent process: preflight, run directory, child, exit status."""
 import contextlib
 import io
 import json
@@ -198,8 +196,7 @@ def check_writable(spec: RunSpec, resuming: bool) -> None:
 
 
 def load_trainer(spec: RunSpec) -> Any:
-    """The trainer module of the spec, its stack's import warnings shown once (the child
-    shows them), not twice."""
+    """The trainer module of the spec; its stack's import warnings are the child's to show."""
     quiet = not schema.verbose()
     try:
         with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO() if quiet
@@ -224,10 +221,8 @@ def task_config(spec: RunSpec) -> Dict[str, Any]:
         said = [line[7:] for line in err.read_text().splitlines() if line.startswith("error: ")]
         if code == 0 and out.is_file():
             return json.loads(out.read_text())
-    error = (UsageError if code == 2 else MapushError)(said[-1] if said else "reading the task "
-                                                      "config failed with status %d" % code)
-    error.exit_code = code if code > 0 else 1
-    raise error
+    raise (UsageError if code == 2 else MapushError)(said[-1] if said else "reading the task "
+                                                     "config failed with status %d" % code)
 
 
 def print_config(spec: RunSpec) -> int:

@@ -1,6 +1,4 @@
-"""GPU memory watchdog: log memory in use and warn once when it creeps up (incident 001).
-
-How it works: docs/architecture.md, "Modules"."""
+"""GPU memory watchdog: log memory in use and warn once when it creeps up (incident 001)."""
 import os
 import sys
 from typing import Any, Callable, List, Optional, TextIO, Tuple
@@ -24,9 +22,7 @@ def slope(xs: List[float], ys: List[float]) -> float:
 
 
 class MemoryWatchdog(object):
-    """Sample memory every ``every`` updates; warn once on steady growth after warm-up.
-
-    More: docs/architecture.md, "Modules"."""
+    """Sample memory every ``every`` updates; warn once on steady growth after warm-up."""
 
     def __init__(self, device: Any, log_scalar: LogScalar, every: int = 10, warmup: int = 5,
                  window: int = 8, threshold_mb: float = 64.0, min_positive: float = 0.75,

@@ -1,7 +1,7 @@
 """The trainer registry: the one answer to "which library trains this algorithm". A trainer
-is a module in this package with ``train``, ``planned_updates``, ``load_policy`` and
-``init_weights``; docs/architecture.md, "Adding a trainer", says what each does and how its
-checkpoints are told apart. Nothing here imports a training library: the parent stays light."""
+is a module here with ``train``, ``planned_updates``, ``load_policy``, ``resolved_config``
+and ``init_weights`` (docs/architecture.md, "Adding a trainer": what each does, how its
+checkpoints are told apart). Nothing here imports a training library: the parent stays light."""
 import importlib
 from pathlib import Path
 from typing import Any, NamedTuple, Tuple

@@ -1,6 +1,4 @@
-"""HAPPO, MAPPO and HATRPO on MAPush through HARL's on-policy runners.
-
-How it works: docs/architecture.md, "Modules"."""
+"""HAPPO, MAPPO and HATRPO on MAPush through HARL's on-policy runners."""
 import contextlib
 import copy
 import importlib

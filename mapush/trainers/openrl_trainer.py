@@ -1,6 +1,4 @@
-"""PPO through OpenRL: MAPush's recipe (``openrl_ws/train.py``) inside a run directory.
-
-How it works: docs/architecture.md, "Modules"."""
+"""PPO through OpenRL: MAPush's recipe (``openrl_ws/train.py``) inside a run directory."""
 import logging
 import os
 import sys
