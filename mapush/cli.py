@@ -255,8 +255,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
     if run_dir is None:
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     config = str(Path(args.config).resolve()) if args.config else None
-    if getattr(args, "set", None):
-        config = config_with_sets(args.algo, config, args.set)
+    config = config_with_sets(args.algo, config, getattr(args, "set", None) or [])
     spec = RunSpec(
         algo=args.algo, task=args.task, object=obj,
         num_envs=args.num_envs or TRAIN_NUM_ENVS[args.task],

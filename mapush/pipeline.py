@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict
 
+from mapush.checkpoints.source import RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint
 from mapush.common.atomic import write_json
 from mapush.common.clock import now
@@ -19,7 +20,7 @@ from mapush.trainers import DEFAULT_ALGO
 PIPELINE_FILE = "pipeline.json"
 STAGES = ("mid", "eval-mid", "upper", "eval-upper")
 SETTINGS = ("object", "seed", "num_envs", "upper_num_envs", "mid_steps", "upper_steps",
-            "eval_envs", "sim_device", "rl_device", "config", "upper_config")
+            "eval_envs", "sim_device", "rl_device", "config", "upper_config", "set", "upper_set")
 
 
 class Pipeline(object):
@@ -82,7 +83,8 @@ class Pipeline(object):
     def train(self, run: str, options: Dict[str, Any]) -> int:
         """``mapush train --spec <dir>/specs/<run>.json`` in a child: a new run, or the
         stopped one in ``<dir>/<run>`` resumed with the same options."""
-        path = self.dir / "specs" / ("%s.json" % run)
+        path, done = self.dir / "specs" / ("%s.json" % run), self.dir / run / RUN_CONFIG
+        options = {k: v for k, v in options.items() if k != "set" or v and not done.is_file()}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, dict(options, algo=DEFAULT_ALGO, object=self.args.object,
                               run_dir=str(self.dir / run), **self._devices()))
@@ -106,7 +108,7 @@ class Pipeline(object):
 
     # -- the four stages ----------------------------------------------------------------
     def mid(self) -> int:
-        return self.train("mid", {"task": MID, "num_envs": self.args.num_envs,
+        return self.train("mid", {"task": MID, "num_envs": self.args.num_envs, "set": self.args.set,
                                   "steps": self.args.mid_steps, "config": self.args.config})
 
     def best_mid(self) -> Dict[str, Any]:
@@ -124,7 +126,7 @@ class Pipeline(object):
         return self.train("upper", {"task": UPPER, "command_net": best,
                                     "num_envs": self.args.upper_num_envs,
                                     "steps": self.args.upper_steps,
-                                    "config": self.args.upper_config})
+                                    "config": self.args.upper_config, "set": self.args.upper_set})
 
     def trained(self, run: str) -> Dict[str, Any]:
         latest = latest_checkpoint(self.dir / run)

@@ -171,9 +171,12 @@ def test_pipeline_runs_its_four_stages_over_real_mqe(real_mqe, tmp_path):
     upper = tmp_path / "up.yaml"
     upper.write_text("episode_length: 5\nppo_epoch: 1\n")
     folder = tmp_path / "pipe"
+    # episodes of 2 s and 4 s (MQE's are 20 s and 160 s), which each evaluation keeps
     proc = run_mapush(["pipeline", "--object", "cuboid", "--num-envs", 4, "--upper-num-envs",
                        NUM_ENVS, "--mid-steps", 40, "--upper-steps", 10, "--eval-envs",
-                       NUM_ENVS, "--config", mid, "--upper-config", upper, "--dir", folder]
+                       NUM_ENVS, "--config", mid, "--upper-config", upper, "--dir", folder,
+                       "--set", "task.env.episode_length_s=2", "--upper-set",
+                       "task.env.episode_length_s=4", "--upper-set", "clip_param=0.3"]
                       + CPU, real_env(real_mqe), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     stages = {s["name"]: s for s in
@@ -181,3 +184,10 @@ def test_pipeline_runs_its_four_stages_over_real_mqe(real_mqe, tmp_path):
     assert list(stages) == ["mid", "eval-mid", "upper", "eval-upper"]
     assert all(s["state"] == "done" and s["exit"] == 0 for s in stages.values())
     assert stages["eval-upper"]["result"]["task"] == "go1push_upper"
+    for level, seconds in (("mid", 2), ("upper", 4)):
+        record = json.loads((folder / level / "config.json").read_text())
+        assert record["spec"]["task_sets"] == {"env.episode_length_s": seconds}
+        evaluated = [json.loads(line) for line in (folder / level / "eval.jsonl").read_text()
+                     .splitlines()]
+        assert evaluated and all(r["finished_time"] <= seconds + 1e-6 for r in evaluated)
+    assert json.loads((folder / "upper" / "openrl_config.json").read_text())["clip_param"] == 0.3

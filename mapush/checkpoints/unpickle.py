@@ -14,9 +14,8 @@ import yaml
 
 from mapush.errors import UsageError
 
-ALLOWED = {module: frozenset(names) for module, names in yaml.safe_load(
-    (Path(__file__).resolve().parent / "unpickle.yaml").read_text()).items()
-           }  # type: Dict[str, FrozenSet[str]]
+_LISTED = yaml.safe_load((Path(__file__).resolve().parent / "unpickle.yaml").read_text())
+ALLOWED = {m: frozenset(names) for m, names in _LISTED.items()}  # type: Dict[str, FrozenSet[str]]
 
 
 class Refused(pickle.UnpicklingError):

@@ -29,13 +29,20 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 from tests.upstream import build_patched_site  # noqa: E402
 
-# Small enough for minutes on two cores; the pipeline's options (docs/cli.md).
-ENVS = 8
+# Small enough for minutes on two cores: 4 PPO updates of the mid level, 2 of the high level,
+# and episodes of 10 s and 30 s instead of MQE's 20 s and 160 s (recorded in each run's spec).
 MID = {"episode_length": 40, "ppo_epoch": 2}
 UPPER = {"episode_length": 10, "ppo_epoch": 1}
-PIPELINE = ["--object", "cuboid", "--num-envs", ENVS, "--upper-num-envs", ENVS,
-            "--mid-steps", ENVS * 40 * 4, "--upper-steps", ENVS * 10 * 2, "--eval-envs", ENVS,
-            "--sim-device", "cpu", "--rl-device", "cpu"]
+EPISODE_S = {"--set": 10, "--upper-set": 30}
+
+
+def pipeline_options(envs):
+    """``mapush pipeline``'s options (docs/cli.md) for ``envs`` envs a level."""
+    return ["--object", "cuboid", "--num-envs", envs, "--upper-num-envs", envs, "--mid-steps",
+            envs * MID["episode_length"] * 4, "--upper-steps", envs * UPPER["episode_length"] * 2,
+            "--eval-envs", envs, "--sim-device", "cpu", "--rl-device", "cpu"] + [
+                a for option, seconds in EPISODE_S.items()
+                for a in (option, "task.env.episode_length_s=%d" % seconds)]
 BANNER = ("make try: over the tests' Isaac Gym stand-in (tests/standin: MAPush's real MQE in "
           "a planar MuJoCo world, no PhysX). It shows that the method runs, not how well: no "
           "number it prints is a result of MAPush.")
@@ -67,6 +74,9 @@ def environment(tree, site, records):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", default="runs/try", help="where the runs go (default: %(default)s)")
+    parser.add_argument("--envs", type=int, default=8, help="envs a level (default: %(default)s)")
+    parser.add_argument("--work", default=str(REPO / "build" / "try"),
+                        help="where the prepared MAPush tree is kept (default: %(default)s)")
     parser.add_argument("--no-open", action="store_true", help="do not open the report")
     args = parser.parse_args(argv)
     src = os.environ.get("MAPUSH_SRC")
@@ -79,7 +89,9 @@ def main(argv=None):
         return fail("--dir %s exists and holds no make try of before (no pipeline.json); pass "
                     "another --dir: make try writes only into its own folder" % out)
     print(BANNER, file=sys.stderr, flush=True)
-    tree = REPO / "build" / "try" / "MAPush"
+    if args.envs < 1:
+        return fail("--envs %d: give 1 or more" % args.envs)
+    tree = Path(args.work) / "MAPush"
     prepared = subprocess.run([sys.executable, str(HERE / "prepare_tree.py"), src, str(tree)])
     if prepared.returncode != 0:
         return fail("could not prepare the MAPush tree in %s (above)" % tree)
@@ -93,10 +105,10 @@ def main(argv=None):
         env = environment(tree, site["site"], records)
         configs = []
         for name, values in (("mid", MID), ("upper", UPPER)):
-            path = Path(tmp) / ("%s.yaml" % name)
+            path = Path(args.work) / ("%s.yaml" % name)  # kept: the pipeline records its path
             path.write_text("".join("%s: %s\n" % item for item in values.items()))
             configs.append(path)
-        code = run([sys.executable, "-m", "mapush", "pipeline"] + PIPELINE +
+        code = run([sys.executable, "-m", "mapush", "pipeline"] + pipeline_options(args.envs) +
                    ["--config", configs[0], "--upper-config", configs[1], "--dir", out], env)
         if code != 0:
             return code

@@ -1,0 +1,71 @@
+"""``make try`` (#51 item 2): the whole method on a CPU over the Isaac Gym stand-in, each run
+and report labelled as such; ``tests/standin/try.py`` run as ``make try`` runs it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import MAPUSH_SRC, NO_SRC, REPO
+
+pytestmark = pytest.mark.real_mqe
+TRY = REPO / "tests" / "standin" / "try.py"
+BANNER = "No number on this page is a result of MAPush."
+
+
+def make_try(tmp, out, *extra, src=MAPUSH_SRC, timeout=580):
+    env = dict(os.environ, MAPUSH_SRC=src or "")
+    return subprocess.run([sys.executable, str(TRY), "--dir", str(out), "--work", str(tmp / "w"),
+                           "--no-open"] + list(extra), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_make_try_runs_the_method_over_the_stand_in_and_says_so_everywhere(tmp_path):
+    if not MAPUSH_SRC:
+        pytest.skip(NO_SRC)
+    out = tmp_path / "try"
+    proc = make_try(tmp_path, out, "--envs", "2")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stderr.count("no number it prints is a result of MAPush") == 2
+    stages = {s["name"]: s for s in json.loads((out / "pipeline.json").read_text())["stages"]}
+    assert [s["state"] for s in stages.values()] == ["done"] * 4
+    assert stages["eval-upper"]["result"]["task"] == "go1push_upper"
+    assert stages["eval-upper"]["result"]["rrt"]["planned"] == 2  # the high level planned
+    for level in ("mid", "upper"):
+        record = json.loads((out / level / "config.json").read_text())
+        assert record["provenance"]["versions"]["isaacgym"] == "0+stand-in"
+        assert record["spec"]["task_sets"] == {"env.episode_length_s": 10 if level == "mid"
+                                               else 30}
+        page = (out / level / "report" / "index.html").read_text()
+        assert page.count(BANNER) == 1 and "class=\"standin\"" in page
+    assert str((out / "mid" / "report" / "index.html").resolve()) in proc.stderr
+    # again: the pipeline's record says every stage is done, and nothing is trained again
+    again = make_try(tmp_path, out, "--envs", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count(": done, skipped") == 4
+
+
+def test_make_try_refuses_a_folder_it_did_not_make_and_a_missing_tree(tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep")
+    proc = make_try(tmp_path, foreign, src=MAPUSH_SRC or str(tmp_path))
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert ("holds no make try of before" in errors[0] if MAPUSH_SRC
+            else "no MAPush tree at the pin" in errors[0])
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    proc = make_try(tmp_path, tmp_path / "new", src=str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and "error: no MAPush tree at the pin" in proc.stderr
+    assert not (tmp_path / "new").exists() and not (tmp_path / "w").exists()
+
+
+def test_the_stand_in_page_banner_is_only_for_stand_in_runs():
+    from mapush.report import render
+
+    kwargs = dict(title="t", panels=[], evals=[], eval_head=[], eval_command="", videos=[],
+                  video_dir="", video_command="", exports=[], export_dir="", export_command="")
+    real = render(summary=[["Isaac Gym", "1.0rc4"]], **kwargs)
+    stood_in = render(summary=[["Isaac Gym", "0+stand-in (pinned: 1.0rc4)"]], **kwargs)
+    assert BANNER not in real and stood_in.count(BANNER) == 1
