@@ -39,3 +39,45 @@ def test_harl_rollout_times_at_least_20_iterations_after_10_of_warm_up(tmp_path,
         harl_rollout.main(["--site", "s", "--pristine-site", "p", "--records", "r", "--out",
                            str(tmp_path / "out.json"), "--iterations", "30"])
     assert stop.value.code == 2 and "fewer than 20 timed" in capsys.readouterr().err
+
+
+def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(tmp_path):
+    """benchmarks/learning_plot.py draws each learning.py record's success curve (#48); a
+    resume, where the success window starts empty, is marked; no record is one error line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import learning_plot
+
+    drawn = []
+    original = pyplot.subplots
+
+    def spy(*args, **kwargs):
+        fig, ax = original(*args, **kwargs)
+        drawn.append(ax)
+        return fig, ax
+
+    records = sorted((REPO / "benchmarks" / "results").glob("learning-*.json"))
+    assert len(records) >= 3
+    pyplot.subplots = spy
+    try:
+        assert learning_plot.main([str(p) for p in records] + ["--out",
+                                                                str(tmp_path / "l.png")]) == 0
+    finally:
+        pyplot.subplots = original
+    assert (tmp_path / "l.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ax = drawn[0]
+    labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
+    assert sorted(labels) == ["HAPPO, the authors' config (500 envs)",
+                              "PPO, task/cuboid/config.py (500 envs)",
+                              "PPO, the authors' config (500 envs)"]
+    ppo = next(line for line in ax.get_lines()
+               if line.get_label() == "PPO, the authors' config (500 envs)")
+    assert max(ppo.get_ydata()) > 0.2 and ppo.get_ydata()[0] == 0  # it learns, from 0
+    assert [t.get_text() for t in ax.texts] == ["resumed: its first few episodes"]
+    learning_plot.RESULTS = tmp_path  # no records there: one error line, exit 2
+    assert learning_plot.main(["--out", str(tmp_path / "x.png")]) == 2
+    assert not (tmp_path / "x.png").exists()
