@@ -115,6 +115,50 @@ def case_obstacle_degree(n):
                 if hasattr(inner, "obstacle_collision_degree_buf") else None}
 
 
+
+def case_obstacle_push(n, steps=900):
+    """A real collision of the high level. After one step (the wrapper places the obstacles
+    at an env's first step), in each env one obstacle (the last slot) is put 2.2 m ahead of
+    the box, on the line from the robots through the box, the other obstacle far away, and
+    the high level's sub-goal 5 m ahead, beyond it: the published command net pushes the box
+    into the obstacle. Per step: the env's ``init_reset_buf`` before it, then after it every
+    NPC's (the box first) and the robots' positions; what MQE's three degree buffers
+    counted over those steps, and their thresholds."""
+    env, _ = sim.make_env(spec(task="go1push_upper", num_envs=n))
+    env.reset()
+    inner = env.env
+    world = SIMS[-1]
+    env.step(torch.zeros(n, 1, 2))
+    origins = inner.env_origins[:, :2]
+    robots = inner.root_states.view(n, inner.num_agents, 13)[..., :2].mean(dim=1)
+    goals = []
+    for e in range(n):
+        npcs = inner.npc_indices[e].long().tolist()
+        box, obstacle = npcs[0], npcs[-1]
+        ahead = world.root[box, 0:2] - robots[e]
+        ahead = ahead / ahead.norm()
+        world.root[npcs[-2], 0:2] = world.root[box, 0:2] + torch.tensor([0.0, 40.0])
+        world.root[obstacle, 0:2] = world.root[box, 0:2] + 2.2 * ahead
+        goals.append((world.root[box, 0:2] - origins[e] + 5.0 * ahead).tolist())
+    goal = torch.tensor(goals)
+    action = torch.stack([goal[:, 0] / 7 - 1, goal[:, 1] / 5.5], -1).unsqueeze(1)
+    degrees = ("obstacle_collision_degree", "collision_degree", "collaboration_degree")
+    before = {k: getattr(inner, k + "_buf").tolist() for k in degrees}
+    trace = {"init_reset": [], "npcs": [], "robots": []}
+    for _ in range(steps):
+        trace["init_reset"].append(inner.init_reset_buf.tolist())
+        env.step(action)
+        npc = inner.root_states_npc.view(n, inner.num_npcs, 13)
+        trace["npcs"].append(npc[..., :2].tolist())
+        trace["robots"].append(inner.root_states.view(n, inner.num_agents, 13)[..., :2].tolist())
+    cfg = inner.cfg
+    return dict(trace, num_obs=inner.num_obs,
+                obstacle_threshold=cfg.test_metrics.collision_threshold,
+                collision_threshold=getattr(cfg.goal, "collision_threshold", 1.0),
+                collaboration_threshold=getattr(cfg.goal, "collaboration_threshold", 1.0),
+                counted={k: [a - b for a, b in zip(getattr(inner, k + "_buf").tolist(),
+                                                    before[k])] for k in degrees})
+
 # What a CUDA graph's capture refuses, counted in the emulated replays (each is a stream sync
 # on CUDA, which a capture turns into an error): a device tensor read back on the host and
 # host data copied to the device. The profiler sees the aten ops that do it; inside a
@@ -608,6 +652,7 @@ CASES = {
     "devices_upper": lambda n: case_devices(n, "go1push_upper"),
     "rrt_resets": case_rrt_resets,
     "obstacle_degree": case_obstacle_degree,
+    "obstacle_push": case_obstacle_push,
     "trace_cuboid": lambda n: case_trace(n, "go1push_mid", "cuboid"),
     "trace_cylinder": lambda n: case_trace(n, "go1push_mid", "cylinder"),
     "trace_upper": lambda n: case_trace(n, "go1push_upper", "cuboid"),

@@ -81,3 +81,46 @@ def test_05_obstacle_collision_degree_over_the_obstacles_with_the_config_thresho
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert upstream["obstacle_collision_degree"] is None
     assert upstream["collision_degree"] == [0.0, 0.0, 0.0]
+
+
+def test_05_the_degrees_over_a_real_collision_counted_by_hand(real_mqe):
+    """The high level's published command net pushes the box into an obstacle (the stand-in's
+    contact, tests/standin/isaacgym/contact.py) towards a sub-goal beyond it. MQE's three
+    degree buffers, over 900 steps, equal the counts made here from the positions after each
+    step: our obstacle count (the last num_obs NPC slots, the calculator's 1.8 m), upstream's
+    collision count (slots 2..3: the final target and the far obstacle) and the collaboration
+    count (both robots within the goal's threshold of the box)."""
+    proc, run = probe(real_mqe, "obstacle_push", 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    k = run["num_obs"]
+    assert k == 2 and run["obstacle_threshold"] == 1.8 and run["collision_threshold"] == 1.0
+
+    def dist(a, b):
+        return ((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2) ** 0.5
+
+    hand = {"obstacle_collision_degree": [0, 0], "collision_degree": [0, 0],
+            "collaboration_degree": [0, 0]}
+    for reset, npcs, robots in zip(run["init_reset"], run["npcs"], run["robots"]):
+        for e in range(2):
+            if reset[e]:
+                continue
+            box = npcs[e][0]
+            hand["obstacle_collision_degree"][e] += min(
+                dist(box, o) for o in npcs[e][-k:]) < run["obstacle_threshold"]
+            hand["collision_degree"][e] += min(
+                dist(box, o) for o in npcs[e][2:2 + k]) < run["collision_threshold"]
+            hand["collaboration_degree"][e] += all(
+                dist(box, r) < run["collaboration_threshold"] for r in robots[e])
+    assert run["counted"] == {key: [float(v) for v in counts] for key, counts in hand.items()}
+    steps = len(run["npcs"])
+    for e in range(2):
+        near = [dist(npcs[e][0], npcs[e][-1]) for npcs in run["npcs"]]
+        # a real collision: the box reaches the fixed obstacle (1.1 m between the centres of
+        # the 1.2 m box and the 1 m obstacle, face to face) and is held at it for the last
+        # third, pushed towards a sub-goal beyond it
+        assert near[0] > 1.8 and min(near) < 1.2
+        assert max(near[-steps // 3:]) < 1.5
+        # partial counts: the box came from beyond the threshold
+        assert 0 < run["counted"]["obstacle_collision_degree"][e] < steps
+    # upstream's count looks at the final target and the obstacle moved away: none
+    assert run["counted"]["collision_degree"] == [0.0, 0.0]
