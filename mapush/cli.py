@@ -269,15 +269,6 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
     return spec, None
 
 
-# Each command's module, imported only when it runs; each has ``main(args) -> int``.
-COMMANDS = {
-    "doctor": "mapush.diagnostics.doctor", "smoke": "mapush.smoke",
-    "eval": "mapush.eval", "report": "mapush.report", "sweep": "mapush.sweep",
-    "pipeline": "mapush.pipeline", "reproduce": "mapush.reproduce", "export": "mapush.export",
-    "runs": "mapush.runs",
-}
-
-
 def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     if args.command == "train":
         given = given_options(argv)
@@ -288,7 +279,8 @@ def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
         spec, record = spec_from_file(args.spec) if args.spec else spec_from_args(args, given)
         return train(spec, preflight=not args.no_preflight, record=record,
                      show_config=args.print_config)
-    return int(importlib.import_module(COMMANDS[args.command]).main(args))
+    # the command's module (cli.yaml), imported only when it runs: main(args) -> int
+    return int(importlib.import_module(OPTIONS[args.command]["module"]).main(args))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

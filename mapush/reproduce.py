@@ -13,6 +13,7 @@ from mapush.checkpoints.source import OBJECT_CONFIG, SUCCESS_FILE, describe, \
 from mapush.errors import ISAACGYM_HINT, MapushError, UsageError
 from mapush.eval import METRICS, check_fits, evaluate
 from mapush.objects import KNOWN_OBJECTS, mapush_root, read_object_name
+from mapush.common import outputs
 from mapush.common.atomic import write_json, write_text
 from mapush.spec import parse_list
 
@@ -102,6 +103,9 @@ def markdown(rows: List[Dict[str, Any]], settings: Dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    out = Path(args.out)  # a new folder, or its own previous table: never a user's (#50)
+    outputs.refuse_foreign(out, lambda folder: (folder / "table.json").is_file() and (
+        folder / "table.md").is_file(), "mapush reproduce")
     results = Path(args.results) if args.results else mapush_root() / "results"
     runs = authors_runs(results)
     if not runs:
@@ -119,7 +123,6 @@ def main(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("isaacgym") is None:  # once, not once per checkpoint
         raise MapushError("%s; mapush reproduce evaluates each checkpoint in MQE's simulation "
                           "(nothing was written)" % ISAACGYM_HINT)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = {"num_envs": args.num_envs, "seed": args.seed, "results": str(results),
                 "checkpoints": args.checkpoints, "sigmas": SIGMAS}

@@ -283,3 +283,26 @@ def test_a_missing_package_names_an_install_that_works(monkeypatch, capsys, miss
     assert cli.main(["runs"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and fix in err[0], err
+
+
+def test_reproduce_never_writes_into_a_folder_of_the_users(tmp_path):
+    """``mapush reproduce --out DIR`` writes table.json and table.md: into a new folder or its
+    own previous table only. A folder of the user's (their own table.md, or any file) is one
+    line before anything is read or written, and is left as it was."""
+    for name in ("table.md", "notes.txt"):
+        mine = tmp_path / ("mine-" + name)
+        mine.mkdir()
+        (mine / name).write_text("mine")
+        error = one_error(run_mapush(["reproduce", "--out", mine, "--results", tmp_path / "none"],
+                                     env=double_env(), cwd=tmp_path))
+        assert error.startswith("error: --out %s exists and is no result of mapush reproduce"
+                                % mine), error
+        assert [p.name for p in mine.iterdir()] == [name] and (mine / name).read_text() == "mine"
+    # its own previous table is no bar: the run goes on (here to the missing results)
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "table.json").write_text("{}")
+    (own / "table.md").write_text("# old")
+    error = one_error(run_mapush(["reproduce", "--out", own, "--results", tmp_path / "none"],
+                                 env=double_env(), cwd=tmp_path))
+    assert error.startswith("error: no authors' results under %s" % (tmp_path / "none")), error
