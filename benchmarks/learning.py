@@ -27,9 +27,10 @@ STANDIN = REPO / "tests" / "standin"
 UPDATE = re.compile(r"step (\d+): (.*)")
 
 
-def prepare(src: str, dest: Path) -> None:
+def prepare(src: str, dest: Path, pristine: bool = False) -> None:
     if not dest.exists():
-        subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), src, str(dest)],
+        subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), src, str(dest)]
+                       + (["--pristine"] if pristine else []),
                        check=True, stdout=subprocess.DEVNULL)
 
 
@@ -67,11 +68,14 @@ def main(argv=None) -> int:
                         " (relative: to the prepared tree)")
     parser.add_argument("--checkpoint-interval", type=int, default=2000000)
     parser.add_argument("--run", help="the run directory (default OUT/run); resumed if there")
+    parser.add_argument("--pristine", action="store_true",
+                        help="MQE as upstream ships it (no patch of ours; run without preflight,"
+                        " which checks our patches): the baseline of an end-to-end comparison")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    tree = Path("/tmp/learning-tree/MAPush")
-    prepare(args.src, tree)
+    tree = Path("/tmp/learning-tree%s/MAPush" % ("-pristine" if args.pristine else ""))
+    prepare(args.src, tree, args.pristine)
     records = Path("/tmp/learning-records")  # OpenRL's and HARL's, and the tree's own
     records.mkdir(exist_ok=True)
     for record in list(Path(args.records).glob("*.json")) + \
@@ -93,6 +97,8 @@ def main(argv=None) -> int:
                "--run-dir", str(run)]
         if args.object_config:
             cmd += ["--object-config", str(tree / args.object_config)]
+        if args.pristine:
+            cmd += ["--no-preflight"]
     started = time.time()
     try:
         proc = subprocess.run(cmd, env=env, timeout=args.timeout, capture_output=True,
@@ -104,6 +110,7 @@ def main(argv=None) -> int:
               "algo": args.algo, "object": args.object, "num_envs": args.num_envs,
               "steps": args.steps, "seed": args.seed, "device": args.device,
               "object_config": args.object_config, "command": cmd[3:],
+              "mqe": "pristine (upstream)" if args.pristine else "patched",
               "seconds": round(time.time() - started, 1), "returncode": code}
     if (run / "progress.txt").is_file():
         result.update(curves(run))
