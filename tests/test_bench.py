@@ -41,7 +41,8 @@ def test_harl_rollout_times_at_least_20_iterations_after_10_of_warm_up(tmp_path,
     assert stop.value.code == 2 and "fewer than 20 timed" in capsys.readouterr().err
 
 
-def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(tmp_path):
+def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(tmp_path,
+                                                                                monkeypatch):
     """benchmarks/learning_plot.py draws each learning.py record's success curve (#48); a
     resume, where the success window starts empty, is marked; no record is one error line."""
     import matplotlib
@@ -49,8 +50,7 @@ def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(t
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import learning_plot
+    from benchmarks import learning_plot
 
     drawn = []
     original = pyplot.subplots
@@ -78,6 +78,6 @@ def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(t
                if line.get_label() == "PPO, the authors' config (500 envs)")
     assert max(ppo.get_ydata()) > 0.2 and ppo.get_ydata()[0] == 0  # it learns, from 0
     assert [t.get_text() for t in ax.texts] == ["resumed: its first few episodes"]
-    learning_plot.RESULTS = tmp_path  # no records there: one error line, exit 2
+    monkeypatch.setattr(learning_plot, "RESULTS", tmp_path)  # no records: one line, exit 2
     assert learning_plot.main(["--out", str(tmp_path / "x.png")]) == 2
     assert not (tmp_path / "x.png").exists()
