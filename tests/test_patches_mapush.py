@@ -209,8 +209,9 @@ def test_upper_tensors_follow_the_env_device(trees, device):
     namespace = run_statement(assign, {"self": this, "torch": torch, "env_ids": [0, 2]})
     assert namespace["new_positions"].device == torch.device(device)
     step = function(patched / UPPER, "step", "Go1PushUpperWrapper")
+    # upstream's path (patches/mapush/10's fast one keeps the net's tensor on its device)
     (scaled,) = statements(step, lambda n: target_is(n, "command_action")
-                           and "0.5 * command_action" in unparse(n))
+                           and "from_numpy(0.5 * command_action)" in unparse(n))
     namespace = run_statement(scaled, {"self": this, "torch": torch,
                                        "command_action": np.full((3, 2, 3), 4.0)})
     assert namespace["command_action"].device == torch.device(device)
