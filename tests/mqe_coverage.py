@@ -17,6 +17,7 @@ Every line that is not run and has no reason is listed as on the path; an entry 
 matches no line of the tree is an error. Needs coverage.py (the stack's venv: ci/stack-venv.sh)."""
 import ast
 import fnmatch
+import functools
 import json
 import sys
 from pathlib import Path
@@ -76,6 +77,18 @@ def places(source: str) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def places_in(path: Path) -> dict:
+    """:func:`places` of one file, parsed once however often it is asked."""
+    return places(path.read_text())
+
+
+def matches(entry: dict, place) -> bool:
+    """Whether an entry of the YAML covers a place (its def's name, its if's condition)."""
+    qual, conds = place
+    return fnmatch.fnmatchcase(qual, entry["where"]) and ("if" not in entry or entry["if"] in conds)
+
+
 def _methods(tree: Path, name: str, cls: str) -> dict:
     source = (tree / name).read_text()
     for node in ast.parse(source).body:
@@ -105,19 +118,18 @@ def entries(reasons=None):
 
 
 def reason_for(name: str, place, listed, hidden) -> str:
-    qual, conds = place
+    qual = place[0]
     if (name, qual) in hidden:
         return "overridden by %s without super()" % hidden[(name, qual)]
     for entry in listed:
-        if entry["file"] == name and fnmatch.fnmatchcase(qual, entry["where"]) \
-                and ("if" not in entry or entry["if"] in conds):
+        if entry["file"] == name and matches(entry, place):
             return entry["reason"]
     return ""
 
 
 def classify(tree: Path, name: str, missing, listed, hidden):
     """missing lines -> {reason: [lines]} ('' for on the path)."""
-    where = places((tree / name).read_text())
+    where = places_in(tree / name)
     out = {}
     for line in missing:
         out.setdefault(reason_for(name, where.get(line, ("", ())), listed, hidden), []).append(line)
@@ -128,9 +140,7 @@ def stale(tree: Path, listed) -> list:
     """The entries that match no statement of the tree (a reason for code that is gone)."""
     gone = []
     for entry in listed:
-        where = places((tree / entry["file"]).read_text()).values()
-        if not any(fnmatch.fnmatchcase(q, entry["where"]) and ("if" not in entry or entry["if"] in c)
-                   for q, c in where):
+        if not any(matches(entry, place) for place in places_in(tree / entry["file"]).values()):
             gone.append(entry)
     return gone
 

@@ -91,13 +91,13 @@ def test_every_unused_def_is_called_nowhere(real_mqe):
     for entry in listed:
         if not entry.get("unused"):
             continue
-        places = mqe_coverage.places((tree / entry["file"]).read_text())
-        defs = {q for q, _ in places.values() if fnmatch.fnmatchcase(q, entry["where"])}
+        defs = {q for q, _ in mqe_coverage.places_in(tree / entry["file"]).values()
+                if fnmatch.fnmatchcase(q, entry["where"])}
         assert defs, entry
         for qual in defs:
             name = qual.split(".")[-1]
             for file, line in uses(tree, name):
-                where = mqe_coverage.places((tree / file).read_text())
+                where = mqe_coverage.places_in(tree / file)
                 owner = where.get(line, ("", ()))[0]
                 if file != entry["file"] and "." not in qual and qual in {q for q, _ in where.values()}:
                     continue  # another module's own function of that name (the wrappers' copies)
@@ -117,9 +117,9 @@ def test_the_overrides_found_are_the_ones_python_resolves(real_mqe):
     assert ("mqe/envs/base/legged_robot.py", "LeggedRobot._init_buffers") not in hidden
     assert hidden[("mqe/envs/base/legged_robot.py", "LeggedRobot._prepare_npc")] == "Go1Object"
     # each hidden method's override is in the nearer class and has no super() call
+    by_file = dict(mqe_coverage.ENV_MRO)
     for (name, qual), by in hidden.items():
         cls, method = qual.split(".")
-        by_file = dict(mqe_coverage.ENV_MRO)
         assert by in [c for _, c in mqe_coverage.ENV_MRO]
         assert method in mqe_coverage._methods(real_mqe["tree"], next(
             f for f, c in mqe_coverage.ENV_MRO if c == by), by)
