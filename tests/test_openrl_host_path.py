@@ -43,10 +43,11 @@ def test_the_permutation_cut_in_slices_is_what_openrls_samplers_draw(batch, mini
 
 @pytest.fixture(scope="module")
 def without_02(tmp_path_factory):
-    """OpenRL with patch 01 only: its host path as upstream has it."""
+    """OpenRL with patch 01 only: its host path as upstream has it (02 and 03 skipped)."""
     from tests.upstream import site_without
 
-    return site_without(tmp_path_factory.mktemp("without-02"), "02-", component="openrl")
+    return site_without(tmp_path_factory.mktemp("without-02"), ("02-", "03-"),
+                        component="openrl")  # (03 needs 02)
 
 
 WEIGHTS = r'''
@@ -63,9 +64,10 @@ print(json.dumps(out))
 '''
 
 
-def train(env, tmp, name):
-    config = tmp / "ppo.yaml"
-    config.write_text("episode_length: 25\nppo_epoch: 2\nnum_mini_batch: 2\nlog_interval: 1\n")
+def train(env, tmp, name, extra=""):
+    config = tmp / ("%s.yaml" % name)
+    config.write_text("episode_length: 25\nppo_epoch: 2\nnum_mini_batch: 2\nlog_interval: 1\n"
+                      + extra)
     run = tmp / name
     proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
                        "--steps", 400, "--checkpoint-interval", 400, "--seed", 7, "--config",

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import zipfile
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple, Union
 
 REPO = Path(__file__).resolve().parent.parent
 APPLY = REPO / "patches" / "apply"
@@ -115,9 +115,10 @@ def build_patched_site(tmp: Path) -> Dict[str, Path]:
     return {"site": site, "records": records}
 
 
-def site_without(tmp: Path, skipped: str, component: str = "harl") -> Path:
+def site_without(tmp: Path, skipped: Union[str, Tuple[str, ...]], component: str = "harl"
+                 ) -> Path:
     """``<tmp>/site`` with ``openrl/`` and ``harl/`` patched but for ``component``'s patches
-    whose names start with ``skipped`` (e.g. ``"05-"``: HARL as it is without the device
+    whose names start with ``skipped`` (a prefix or a tuple of them, e.g. ``"05-"``: HARL as it is without the device
     rollout), each applied with ``patch -p1`` as ``patches/apply`` applies it."""
     site, records = Path(tmp) / "site", Path(tmp) / "records"
     site.mkdir(parents=True)

@@ -23,8 +23,9 @@ class OpenRLEnv(object):
     env_name = "go1push_mid"
 
     def __init__(self, env: Any, window: int = DEFAULT_WINDOW,
-                 action_scale: float = ACTION_SCALE) -> None:
+                 action_scale: float = ACTION_SCALE, device_rollout: bool = False) -> None:
         self.env = env
+        self.device_rollout = device_rollout  # patches/openrl/03: step returns device tensors
         self.device = torch.device(str(env.device))
         self.parallel_env_num = int(env.num_envs)
         self.observation_space = env.observation_space
@@ -59,18 +60,19 @@ class OpenRLEnv(object):
 
     def step(self, actions: Any, extra_data: Optional[Dict[str, Any]] = None,
              **_kwargs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Dict[str, Any]]]:
-        """One env step, on the device, then one host copy of obs, rewards and dones."""
+        """One env step, on the device, then one host copy of obs, rewards and dones (none
+        with ``device_rollout``: OpenRL keeps them on the device)."""
         obs, reward, done, _info = (self.videos.step_env if self.videos else self.env.step)(
             to_env_actions(actions, self.device, self.action_scale))
         self.stats.update(self.env, done)
         n, a = self.parallel_env_num, self.agent_num
         flat = torch.cat([obs.reshape(n, -1).float(), reward.reshape(n, a).float(),
                           done.reshape(n, 1).float()], dim=1)
-        host = flat.detach().cpu().numpy()
-        obs_dim = obs.shape[-1]
+        host = flat if self.device_rollout else flat.detach().cpu().numpy()
+        obs_dim, done_env = obs.shape[-1], host[:, -1:] > 0.5
         obs_np = host[:, : a * obs_dim].reshape(n, a, obs_dim)
         rewards = host[:, a * obs_dim: a * obs_dim + a].reshape(n, a, 1)
-        dones = np.repeat(host[:, -1:] > 0.5, a, axis=1)
+        dones = done_env.expand(n, a) if self.device_rollout else np.repeat(done_env, a, axis=1)
         return obs_np, rewards, dones, [{} for _ in range(n)]
 
     def batch_rewards(self, _buffer: Any = None) -> Dict[str, float]:

@@ -45,6 +45,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     parser = create_config_parser()
     parser.exit_on_error = False
     parser.add_argument("--mqe_fast_step", default=True)  # no type: "no" stays a string
+    parser.add_argument("--device_rollout", default=None)  # patches/openrl/03's switch
     argv = ["--config", str(SHIPPED_CONFIG)]
     if spec.task in TASK_CONFIGS:
         argv += ["--config", str(TASK_CONFIGS[spec.task])]
@@ -87,6 +88,8 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None, sim_args: bo
     cfg.experiment_name = spec.object
     cfg.disable_wandb = not spec.use_wandb
     cfg.log_each_episode = False  # our logger reports progress itself
+    if cfg.device_rollout is None:  # unset: OpenRL's rollout on the device of a GPU policy
+        cfg.device_rollout = torch.device(spec.rl_device).type == "cuda"
     for key, value in vars(sim.build_args(spec)).items() if sim_args else ():
         if not hasattr(cfg, key):
             setattr(cfg, key, value)
@@ -316,7 +319,7 @@ def train(ctx: RunContext) -> int:
     cfg = openrl_config(spec, spec.config)
     env, _env_cfg = sim.make_env(spec, fast_step=cfg.mqe_fast_step)
     step_record.watch(env, spec.run_dir)  # which step graphs ran, in the run's record
-    adapter = OpenRLEnv(env)
+    adapter = OpenRLEnv(env, device_rollout=cfg.device_rollout)
     device = torch.device(spec.rl_device)
     net = PPONet(adapter, cfg=cfg, device=device)
     agent = PPOAgent(net)
