@@ -68,6 +68,8 @@ def main(argv=None) -> int:
                         " (relative: to the prepared tree)")
     parser.add_argument("--checkpoint-interval", type=int, default=2000000)
     parser.add_argument("--run", help="the run directory (default OUT/run); resumed if there")
+    parser.add_argument("--config", help="the trainer's --config YAML (e.g. device_rollout: "
+                        "false for an OpenRL without patch 03)")
     parser.add_argument("--pristine", action="store_true",
                         help="MQE as upstream ships it (no patch of ours; run without preflight,"
                         " which checks our patches): the baseline of an end-to-end comparison")
@@ -97,6 +99,8 @@ def main(argv=None) -> int:
                "--run-dir", str(run)]
         if args.object_config:
             cmd += ["--object-config", str(tree / args.object_config)]
+        if args.config:
+            cmd += ["--config", args.config]
         if args.pristine:
             cmd += ["--no-preflight"]
     started = time.time()

@@ -12,6 +12,7 @@ host-to-device copy and one device-to-host copy of observations, rewards and don
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,8 @@ def child(out: str, envs: int) -> None:
     openrl_env.OpenRLEnv.step = counted
     spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=envs,
                    steps=STEPS * envs * 4, seed=1, run_dir=tempfile.mkdtemp(), sim_device="cuda:0",
-                   rl_device="cuda:0", checkpoint_interval=10 ** 12)
+                   rl_device="cuda:0", checkpoint_interval=10 ** 12,
+                   config=os.environ.get("BENCH_PPO_CONFIG") or None)  # e.g. device_rollout: false
     trainers.load("ppo").train(RunContext(spec))
     counts = {}
     for event in state["prof"].events():

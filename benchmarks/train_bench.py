@@ -198,7 +198,8 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
     run_dir = tempfile.mkdtemp(prefix="bench-%s-%d-" % (algo, num_envs))
     spec = RunSpec(algo=algo, task="go1push_mid", object="cuboid", num_envs=num_envs,
                    steps=steps, seed=1, run_dir=run_dir, sim_device=device, rl_device=device,
-                   checkpoint_interval=10 ** 12)
+                   checkpoint_interval=10 ** 12,
+                   config=os.environ.get("BENCH_PPO_CONFIG") or None)  # e.g. device_rollout: false
     start = time.perf_counter()
     code = trainer.train(RunContext(spec))
     end = time.perf_counter()
