@@ -87,3 +87,17 @@ def test_the_switch_is_on_for_a_gpu_policy_unless_set(upstream, device, on, tmp_
                               timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout.split() == [expected]
+
+
+def test_a_recurrent_policy_with_the_switch_on_is_one_error_line(upstream, tmp_path):
+    from tests.conftest import run_mapush
+
+    config = tmp_path / "recurrent.yaml"
+    config.write_text("use_recurrent_policy: true\ndevice_rollout: true\n")
+    run = tmp_path / "run"
+    proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
+                       "--steps", 800, "--config", config, "--run-dir", run, "--sim-device",
+                       "cpu", "--rl-device", "cpu"], double_env(upstream), cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
+    assert "device_rollout" in errors[0] and not run.exists()

@@ -54,14 +54,12 @@ class OpenRLEnv(object):
         return self.parallel_env_num
 
     def reset(self, seed: Optional[int] = None, **_kwargs: Any) -> np.ndarray:
-        """All envs; the seed was applied when the simulation was created (MQE's reset
-        takes none)."""
+        """All envs (MQE's reset takes no seed: the simulation was created with it)."""
         return self.env.reset().detach().cpu().numpy()
 
     def step(self, actions: Any, extra_data: Optional[Dict[str, Any]] = None,
              **_kwargs: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray, List[Dict[str, Any]]]:
-        """One env step, on the device, then one host copy of obs, rewards and dones (none
-        with ``device_rollout``: OpenRL keeps them on the device)."""
+        """One env step; obs, rewards and dones to the host in one copy, or kept on the device."""
         obs, reward, done, _info = (self.videos.step_env if self.videos else self.env.step)(
             to_env_actions(actions, self.device, self.action_scale))
         self.stats.update(self.env, done)

@@ -65,6 +65,11 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
         raise UsageError("%s: %s (keys must be options of OpenRL's config parser)"
                          % (label, " ".join(str(exc).split())[:400]))
     schema.check("openrl", vars(cfg), label)
+    recurrent = cfg.use_recurrent_policy or cfg.use_naive_recurrent_policy
+    if cfg.device_rollout is None:  # unset: OpenRL's rollout on the device of a GPU policy
+        cfg.device_rollout = torch.device(spec.rl_device).type == "cuda" and not recurrent
+    elif cfg.device_rollout and recurrent:  # patches/openrl/03 keeps feed-forward ones only
+        raise UsageError("device_rollout true: a recurrent policy needs it false (openrl/03)")
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     return cfg
 
@@ -88,8 +93,6 @@ def openrl_config(spec: RunSpec, user_config: Optional[str] = None, sim_args: bo
     cfg.experiment_name = spec.object
     cfg.disable_wandb = not spec.use_wandb
     cfg.log_each_episode = False  # our logger reports progress itself
-    if cfg.device_rollout is None:  # unset: OpenRL's rollout on the device of a GPU policy
-        cfg.device_rollout = torch.device(spec.rl_device).type == "cuda"
     for key, value in vars(sim.build_args(spec)).items() if sim_args else ():
         if not hasattr(cfg, key):
             setattr(cfg, key, value)
@@ -185,8 +188,7 @@ def use_module(agent: Any, module: Any) -> None:
 
 
 def init_weights(agent: Any, source: Any) -> None:
-    """``--init-from``: policy, value weights and normaliser statistics of ``source``
-    (docs/architecture.md, "Modules")."""
+    """``--init-from``: weights and normaliser statistics (docs/architecture.md, "Modules")."""
     target = agent.net.module
     for name, model in source.models.items():
         owner = target.models.get(name)
