@@ -1,0 +1,21 @@
+#!/bin/bash
+cd "$(dirname "$0")/.." || exit 1
+# One device call (#49): patches/openrl/03's memory over 20,000 vector steps (500 envs, 100
+# updates), and OpenRL 01, 01 + 02 and 01 + 02 + 03 timed at 200 envs (alternated) and at
+# 4,096 envs (once each, 3 updates). Needs .whl and .bench_site as openrl_device_call.sh does.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/bench-site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/bench-site PYTHONWARNINGS=ignore PYTHONUNBUFFERED=1
+echo "device_rollout: false" > /tmp/off.yaml
+B=.bench_site
+one() {  # variant envs updates tag
+  case $1 in 01) s=$B/pristine-openrl; c=/tmp/off.yaml;; 02) s=$B/openrl-02; c=/tmp/off.yaml;; 03) s=$B; c=;; esac
+  BENCH_PPO_CONFIG="$c" timeout 200 python3 benchmarks/run.py --sections train --train-algos ppo --train-sizes "$2" --train-physics-sizes "" --train-updates "$3" --site "$s/site" --records "$s/records" --out /tmp/bench-ppo --tag "$4" > "/tmp/$4.log" 2>&1
+  echo "$4 rc=$?"
+  python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]))
+for r in d['sections']['train']['runs']: print(json.dumps({'tag': sys.argv[2], 'exit': r.get('exit'), 'envs': r.get('num_envs'), 'env_steps_per_s': r.get('env_steps_per_s'), 'memory_growth': r.get('memory_growth'), 'memory_last': (r.get('memory') or [None])[-1], 'memory_first': (r.get('memory') or [None])[0], 'n_memory': len(r.get('memory') or [])}))" "/tmp/bench-ppo/$4.json" "$4" 2>&1 | tail -2 | tee -a "$OUT/call3.jsonl"
+}
+one 03 500 100 mem-03-500
+n=0; for v in 01 02 03 03 02 01; do n=$((n+1)); one $v 200 5 t200-$v-$n; done
+for v in 01 02 03; do one $v 4096 3 t4096-$v; done
