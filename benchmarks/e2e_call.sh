@@ -9,12 +9,14 @@ export PYTHONPATH=/tmp/bench-site PYTHONWARNINGS=ignore PYTHONUNBUFFERED=1
 mkdir -p /tmp/src && tar -xzf .bench_site/mapush-0e61e1b.tar.gz -C /tmp/src || exit 1
 echo "device_rollout: false" > /tmp/off.yaml
 B=.bench_site; n=0
+TASK=${E2E_TASK:-go1push_mid}; STEPS=${E2E_STEPS:-700000}  # E2E_TASK=go1push_upper: the high level
+UP_S=${E2E_UP_TIMEOUT:-150}; OURS_S=${E2E_OURS_TIMEOUT:-100}
 for v in up ours ours up; do
   n=$((n+1))
-  if [ $v = up ]; then a="--pristine --site $B/pristine-openrl/site --records $B/pristine-openrl/records --config /tmp/off.yaml"; t=150
-  else a="--site $PWD/$B/site --records $PWD/$B/records"; t=100; fi
+  if [ $v = up ]; then a="--pristine --site $B/pristine-openrl/site --records $B/pristine-openrl/records --config /tmp/off.yaml"; t=$UP_S
+  else a="--site $PWD/$B/site --records $PWD/$B/records"; t=$OURS_S; fi
   # shellcheck disable=SC2086
-  python3 benchmarks/learning.py --src /tmp/src/MAPush $a --steps 700000 --checkpoint-interval 100000000 --timeout $t --run /tmp/r-$v-$n --out "$OUT"/$v-$n > /tmp/log-$v-$n.txt 2>&1
+  python3 benchmarks/learning.py --src /tmp/src/MAPush $a --task "$TASK" --steps "$STEPS" --checkpoint-interval 100000000 --timeout "$t" --run /tmp/r-$v-$n --out "$OUT"/$v-$n > /tmp/log-$v-$n.txt 2>&1
   echo "$v $n rc=$?"; tail -2 /tmp/log-$v-$n.txt
   python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print(d.get('returncode'), d.get('seconds'), [k for k in d])" "$OUT"/$v-$n/learning.json
 done

@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--records", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--task", default="go1push_mid")
     parser.add_argument("--object", default="cuboid")
     parser.add_argument("--num-envs", type=int, default=500)
     parser.add_argument("--steps", type=int, default=6000000)
@@ -92,7 +93,8 @@ def main(argv=None) -> int:
     if (run / "config.json").is_file():
         cmd = [sys.executable, "-m", "mapush", "train", "--resume", str(run)]
     else:
-        cmd = [sys.executable, "-m", "mapush", "train", "--algo", args.algo, "--object",
+        cmd = [sys.executable, "-m", "mapush", "train", "--algo", args.algo, "--task", args.task,
+               "--object",
                args.object, "--num-envs", str(args.num_envs), "--steps", str(args.steps),
                "--seed", str(args.seed), "--sim-device", args.device, "--rl-device",
                args.device, "--checkpoint-interval", str(args.checkpoint_interval),
