@@ -94,9 +94,8 @@ def main(argv=None) -> int:
         cmd = [sys.executable, "-m", "mapush", "train", "--resume", str(run)]
     else:
         cmd = [sys.executable, "-m", "mapush", "train", "--algo", args.algo, "--task", args.task,
-               "--object",
-               args.object, "--num-envs", str(args.num_envs), "--steps", str(args.steps),
-               "--seed", str(args.seed), "--sim-device", args.device, "--rl-device",
+               "--object", args.object, "--num-envs", str(args.num_envs), "--steps",
+               str(args.steps), "--seed", str(args.seed), "--sim-device", args.device, "--rl-device",
                args.device, "--checkpoint-interval", str(args.checkpoint_interval),
                "--run-dir", str(run)]
         if args.object_config:

@@ -99,7 +99,8 @@ def main() -> int:
             series[tag] = max(abs(a - b) for a, b in zip(theirs, ours)) / scale
     worst = max(list(rows.values()) + list(series.values()))
     exact = all(bool((off[k] == on[k]).all()) for k in off)
-    result = {"device": args.device, "envs": args.envs, "updates": args.updates, "tolerance_relative": TOLERANCE,
+    result = {"device": args.device, "envs": args.envs, "updates": args.updates,
+              "tolerance_relative": TOLERANCE,
               "weights_bit_identical": exact, "worst_relative_difference": worst,
               "weights_relative": rows, "scalars_relative": series,
               "within_tolerance": worst <= TOLERANCE}

@@ -7,8 +7,8 @@ With ``device_rollout: true`` the buffer, the returns and the minibatches are to
 upstream's OpenRL has ``device_rollout: false`` (numpy, as upstream). ``mapush train`` over
 the deterministic MQE double, 4 updates of 2 epochs of 2 minibatches, with an episode ending
 mid-rollout (so the masks count). The final weights and every logged scalar but the clock's
-must be equal, not close. On the GPU, ``benchmarks/run.py --equivalence`` compares the two
-paths within float32 rounding.
+must be equal, not close. On the GPU, the benchmark compares the two
+paths within float32 rounding (`benchmarks/openrl_equivalence.py`).
 
 Mutations tried by hand, each failing this test: the masks of ``add2buffer_on_device`` kept
 at one where an episode ended; the permutation moved as ``.flip(0)``; GAE denormalizing
@@ -22,59 +22,36 @@ import sys
 import pytest
 
 from tests.conftest import double_env
-from tests.test_openrl_host_path import CLOCK, WEIGHTS, train
+from tests.test_openrl_host_path import assert_same_training, train, with_openrl
+from tests.test_openrl_host_path import without_02  # noqa: F401 (a fixture: OpenRL 01 only)
 
 
-@pytest.fixture(scope="module")
-def upstream_openrl(tmp_path_factory):
-    """OpenRL with patch 01 only (the import cycle broken, nothing else)."""
-    from tests.upstream import site_without
-
-    return site_without(tmp_path_factory.mktemp("openrl-01"), ("02-", "03-"),
-                        component="openrl")
-
-
-def test_ppo_on_the_device_gives_upstreams_numbers_bit_for_bit(upstream, upstream_openrl,
+def test_ppo_on_the_device_gives_upstreams_numbers_bit_for_bit(upstream, without_02,
                                                                  tmp_path):
-    from mapush.events import read_scalars
-
-    pristine = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
-    pristine["PYTHONPATH"] = pristine["PYTHONPATH"].replace(str(upstream["site"]),
-                                                            str(upstream_openrl))
+    """``without_02``: OpenRL with patch 01 only (02 and 03 skipped), as upstream ships it."""
+    pristine = with_openrl(upstream, without_02)
     patched = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
     runs = {"pristine": train(pristine, tmp_path, "pristine", "device_rollout: false\n"),
             "patched": train(patched, tmp_path, "patched", "device_rollout: true\n")}
     marker = "mapush-env patch 03"
     driver = ("openrl", "drivers", "onpolicy_driver.py")
-    assert marker not in upstream_openrl.joinpath(*driver).read_text()
+    assert marker not in without_02.joinpath(*driver).read_text()
     assert marker in upstream["site"].joinpath(*driver).read_text()
     for name, on in (("pristine", False), ("patched", True)):  # the record says what ran
         assert json.loads((runs[name] / "openrl_config.json").read_text())[
             "device_rollout"] is on
-    scalars = {name: read_scalars(run / "logs") for name, run in runs.items()}
-    tags = sorted(t for t in scalars["patched"] if not t.startswith(CLOCK))
-    assert tags == sorted(t for t in scalars["pristine"] if not t.startswith(CLOCK))
-    assert len(scalars["patched"]["train/policy_loss"]) == 4  # four updates
-    for tag in tags:
-        assert scalars["patched"][tag] == scalars["pristine"][tag], tag
-    assert max(v for _, v in scalars["patched"]["metrics/success_rate"]) > 0  # episodes ended
-    modules = [str(sorted((run / "checkpoints").iterdir())[-1] / "module.pt")
-               for run in runs.values()]
-    # both loaded by OpenRL as shipped: a checkpoint trained on the device loads where
+    # both checkpoints loaded by OpenRL as shipped: one trained on the device loads where
     # upstream's does
-    proc = subprocess.run([sys.executable, "-c", WEIGHTS] + modules, env=pristine,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    weights = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert weights[modules[0]] == weights[modules[1]] and len(weights[modules[0]]) > 4
+    scalars = assert_same_training(runs, pristine)
+    assert max(v for _, v in scalars["patched"]["metrics/success_rate"]) > 0  # episodes ended
 
 
 SWITCH = r'''
 import sys
 from mapush.spec import RunSpec
 from mapush.trainers.openrl_trainer import openrl_config
-spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=4, steps=100, seed=1, run_dir=sys.argv[1],
-               sim_device="cpu", rl_device=sys.argv[2])
+spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=4, steps=100, seed=1,
+               run_dir=sys.argv[1], sim_device="cpu", rl_device=sys.argv[2])
 print(openrl_config(spec, sys.argv[3] or None, sim_args=False).device_rollout)
 '''
 

@@ -77,19 +77,20 @@ def train(env, tmp, name, extra=""):
     return run
 
 
-def test_ppo_with_02_gives_openrls_numbers_bit_for_bit(upstream, without_02, tmp_path):
+def with_openrl(upstream, site):
+    """The MQE double's environment with ``site``'s OpenRL in place of the patched one."""
+    env = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
+    env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(upstream["site"]), str(site))
+    assert str(site) in env["PYTHONPATH"]
+    return env
+
+
+def assert_same_training(runs, env):
+    """Runs ``pristine`` and ``patched``: every logged scalar but the clock's equal over 4
+    updates, and the final weights (each checkpoint loaded in ``env``) equal. Returns the
+    scalars."""
     from mapush.events import read_scalars
 
-    pristine = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
-    pristine["PYTHONPATH"] = pristine["PYTHONPATH"].replace(str(upstream["site"]),
-                                                            str(without_02))
-    patched = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
-    runs = {"pristine": train(pristine, tmp_path, "pristine"),
-            "patched": train(patched, tmp_path, "patched")}
-    marker = "mapush-env patch 02"  # each ran the OpenRL it was given
-    assert str(without_02) in pristine["PYTHONPATH"] and marker not in \
-        (without_02 / "openrl" / "buffers" / "replay_data.py").read_text()
-    assert marker in (upstream["site"] / "openrl" / "buffers" / "replay_data.py").read_text()
     scalars = {name: read_scalars(run / "logs") for name, run in runs.items()}
     tags = sorted(t for t in scalars["patched"] if not t.startswith(CLOCK))
     assert tags == sorted(t for t in scalars["pristine"] if not t.startswith(CLOCK))
@@ -97,11 +98,23 @@ def test_ppo_with_02_gives_openrls_numbers_bit_for_bit(upstream, without_02, tmp
     assert len(scalars["patched"]["train/policy_loss"]) == 4  # four updates
     for tag in tags:
         assert scalars["patched"][tag] == scalars["pristine"][tag], tag
-    modules = [str(sorted((run / "checkpoints").iterdir())[-1] / "module.pt")
-               for run in runs.values()]
-    proc = subprocess.run([sys.executable, "-c", WEIGHTS] + modules, env=patched,
+    modules = [str(sorted((runs[name] / "checkpoints").iterdir())[-1] / "module.pt")
+               for name in ("pristine", "patched")]
+    proc = subprocess.run([sys.executable, "-c", WEIGHTS] + modules, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     weights = json.loads(proc.stdout.strip().splitlines()[-1])
     assert weights[modules[0]] == weights[modules[1]]
     assert len(weights[modules[0]]) > 4
+    return scalars
+
+
+def test_ppo_with_02_gives_openrls_numbers_bit_for_bit(upstream, without_02, tmp_path):
+    pristine = with_openrl(upstream, without_02)
+    patched = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
+    runs = {"pristine": train(pristine, tmp_path, "pristine"),
+            "patched": train(patched, tmp_path, "patched")}
+    marker = "mapush-env patch 02"  # each ran the OpenRL it was given
+    assert marker not in (without_02 / "openrl" / "buffers" / "replay_data.py").read_text()
+    assert marker in (upstream["site"] / "openrl" / "buffers" / "replay_data.py").read_text()
+    assert_same_training(runs, patched)

@@ -118,8 +118,9 @@ def build_patched_site(tmp: Path) -> Dict[str, Path]:
 def site_without(tmp: Path, skipped: Union[str, Tuple[str, ...]], component: str = "harl"
                  ) -> Path:
     """``<tmp>/site`` with ``openrl/`` and ``harl/`` patched but for ``component``'s patches
-    whose names start with ``skipped`` (a prefix or a tuple of them, e.g. ``"05-"``: HARL as it is without the device
-    rollout), each applied with ``patch -p1`` as ``patches/apply`` applies it."""
+    whose names start with ``skipped`` (a prefix or a tuple of them, e.g. ``"05-"``: HARL as
+    it is without the device rollout), each applied with ``patch -p1`` as ``patches/apply``
+    applies it."""
     site, records = Path(tmp) / "site", Path(tmp) / "records"
     site.mkdir(parents=True)
     copy_openrl(site)
