@@ -6,8 +6,10 @@ Each variant is one child running ``mapush train``'s PPO trainer (as ``train_ben
 logged training scalar. On the CPU the two paths are equal bit for bit
 (``tests/test_openrl_device_rollout.py``); on a GPU they are not required to be: the device
 path's float32 kernels (the GAE loop, the advantages' normalization, a division by a scalar
-that CUDA computes as a multiplication by its reciprocal) round differently from numpy's,
-and ten epochs of Adam carry the differences on. The stated tolerance: every weight and
+that CUDA computes as a multiplication by its reciprocal: PyTorch's
+``aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu``, ``div_true_kernel_cuda``, takes that
+path when the divisor is a CPU scalar, "may lose one bit of precision") round differently
+from numpy's, and ten epochs of Adam carry the differences on. The stated tolerance: every weight and
 scalar within 1e-3 relative (of the largest magnitude of its tensor or series).
 
     python3 benchmarks/openrl_equivalence.py --site S --records R --out F [--envs 500]

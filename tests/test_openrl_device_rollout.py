@@ -52,7 +52,9 @@ def test_ppo_on_the_device_over_real_mqe_gives_upstreams_numbers(real_mqe, witho
                                                                   tmp_path):
     """The same over MAPush's real MQE (patched as the image patches it, the stand-in's
     world): upstream's OpenRL with the env's numpy arrays against ours with its tensors.
-    The adapter hands over what the real wrappers return (their dtypes and shapes)."""
+    The adapter hands over what the real wrappers return (their dtypes and shapes). Mutation
+    tried by hand, failing it: the device path's observations with the agents swapped
+    (``obs_np.flip(1)`` in ``OpenRLEnv.step``)."""
     runs = {}
     for name, site, on in (("pristine", without_02, "false"),
                            ("patched", real_mqe["site"], "true")):
