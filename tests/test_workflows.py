@@ -312,14 +312,10 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     (work / "ci" / "install-docker.sh").write_text(FAKE_INSTALL)
     venvs = tmp_path / "venvs.txt"
     args = tmp_path / "pytest-args.txt"
-    # the stack's suite runs in the background: on a failure of make test it is stopped
-    stack_sleep = 2 if outcome == "pass" else 47
     (work / "Makefile").write_text("test:\n\t@echo 'test $(PYTEST_ARGS)' >> %s; exit %d\n"
-                                   "test-stack:\n\t@sleep %d; echo 'test-stack $(PYTEST_ARGS)'"
-                                   " >> %s\n"
+                                   "test-stack:\n\t@echo 'test-stack $(PYTEST_ARGS)' >> %s\n"
                                    "venv:\n\t@echo $(VENV) >> %s\n"
-                                   % (args, 0 if outcome == "pass" else 1, stack_sleep, args,
-                                      venvs))
+                                   % (args, 0 if outcome == "pass" else 1, args, venvs))
     witness = tmp_path / "daemon.pid"
     # MAPush is given, so .ci/run unpacks no snapshot (that step has its own tests)
     env = dict(os.environ, WITNESS=str(witness), MAPUSH_SRC=str(tmp_path / "MAPush"))
@@ -327,14 +323,9 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     # this suite may itself run under make, which exports its command-line variables
     for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTEST_ARGS"):
         env.pop(name, None)
-    started = time.monotonic()
     proc = subprocess.run(["bash", str(work / ".ci" / "run")], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == (0 if outcome == "pass" else 2), proc.stdout + proc.stderr
-    if outcome == "fail":  # the stack's suite was stopped, not waited for
-        assert time.monotonic() - started < 40
-        left = subprocess.run(["pgrep", "-f", "sleep 47"], capture_output=True, text=True)
-        assert left.stdout.strip() == "", "the stack's suite is still running"
     pid = int(witness.read_text())
     for _ in range(50):
         if not _pid_alive(pid):
@@ -345,9 +336,8 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     # real MQE and the stack's files run once, on the image's Python 3.8 stack (MQE runs on
     # 3.8 only in the image), every other file in make test; the Docker-marked tests once, in
     # make test
-    lines = sorted(re.sub(r" --basetemp=\S+", "", " ".join(line.split()))
-                   for line in args.read_text().splitlines())
-    assert lines == ([TEST_ARGS, STACK_ARGS] if outcome == "pass" else [TEST_ARGS])
+    assert [" ".join(line.split()) for line in args.read_text().splitlines()] == (
+        [TEST_ARGS, STACK_ARGS] if outcome == "pass" else [TEST_ARGS])
     if outcome == "pass":  # make venv on the oldest and the newest Python 3.10-3.13 here
         root = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))) / "versions"
         have = [v for v in ("3.10", "3.11", "3.12", "3.13")
