@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from tests.conftest import double_env, real_env
-from tests.test_openrl_host_path import assert_same_training, train, with_openrl
+from tests.test_openrl_host_path import assert_same_training, swap_openrl, train, with_openrl
 from tests.test_openrl_host_path import without_02  # noqa: F401 (a fixture: OpenRL 01 only)
 
 
@@ -46,7 +46,6 @@ def test_ppo_on_the_device_gives_upstreams_numbers_bit_for_bit(upstream, without
     assert max(v for _, v in scalars["patched"]["metrics/success_rate"]) > 0  # episodes ended
 
 
-
 @pytest.mark.real_mqe
 def test_ppo_on_the_device_over_real_mqe_gives_upstreams_numbers(real_mqe, without_02,
                                                                   tmp_path):
@@ -58,13 +57,12 @@ def test_ppo_on_the_device_over_real_mqe_gives_upstreams_numbers(real_mqe, witho
     runs = {}
     for name, site, on in (("pristine", without_02, "false"),
                            ("patched", real_mqe["site"], "true")):
-        env = real_env(real_mqe)
-        env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(real_mqe["site"]), str(site))
-        assert str(site) in env["PYTHONPATH"]
+        env = swap_openrl(real_env(real_mqe), real_mqe["site"], site)
         runs[name] = train(env, tmp_path, name, "device_rollout: %s\n" % on)
         assert json.loads((runs[name] / "openrl_config.json").read_text())[
             "device_rollout"] is (on == "true")
     assert_same_training(runs, real_env(real_mqe))
+
 
 SWITCH = r'''
 import sys

@@ -77,12 +77,17 @@ def train(env, tmp, name, extra=""):
     return run
 
 
-def with_openrl(upstream, site):
-    """The MQE double's environment with ``site``'s OpenRL in place of the patched one."""
-    env = double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7")
-    env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(upstream["site"]), str(site))
+def swap_openrl(env, patched, site):
+    """``env`` with ``site``'s OpenRL in place of the patched site ``patched``."""
+    env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(patched), str(site))
     assert str(site) in env["PYTHONPATH"]
     return env
+
+
+def with_openrl(upstream, site):
+    """The MQE double's environment with ``site``'s OpenRL in place of the patched one."""
+    return swap_openrl(double_env(upstream, MQE_DOUBLE_SUCCESS_STEP="7"), upstream["site"],
+                       site)
 
 
 def assert_same_training(runs, env):
