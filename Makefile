@@ -281,6 +281,9 @@ $(STACK_VENV)/.stamp: $(LOCK_FILE) ci/stack-venv.sh \
 	  $(TORCHVISION_PYPI_VERSION) $(HARL_WHEEL)
 	touch $@
 
+.PHONY: stack
+stack: $(STACK_VENV)/.stamp ## build the image's Python 3.8 stack (build/stack-STACK) that test-stack runs on
+
 .PHONY: test-stack
 test-stack: $(VENV)/.stamp $(STACK_VENV)/.stamp ## the suite on the image's Python 3.8 stack (STACK's lock)
 	@echo "test-stack: STACK=$(STACK): Python 3.8 with $(LOCK_FILE) and our patches, as the image; substituted:"

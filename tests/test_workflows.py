@@ -300,8 +300,10 @@ TEST_ARGS = ("test -m not real_mqe --durations=30 "
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason=".ci/run starts a daemon only as root (as CI runs)")
-@pytest.mark.parametrize("outcome", ["pass", "fail"])
+@pytest.mark.parametrize("outcome", ["pass", "fail", "setup-fail"])
 def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outcome):
+    """outcome: make test passes, make test fails, or make test passes and what .ci/run
+    builds in the background meanwhile (make stack, the other venvs) fails"""
     import time
 
     work = tmp_path / "repo"
@@ -314,8 +316,10 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     args = tmp_path / "pytest-args.txt"
     (work / "Makefile").write_text("test:\n\t@echo 'test $(PYTEST_ARGS)' >> %s; exit %d\n"
                                    "test-stack:\n\t@echo 'test-stack $(PYTEST_ARGS)' >> %s\n"
-                                   "venv:\n\t@echo $(VENV) >> %s\n"
-                                   % (args, 0 if outcome == "pass" else 1, args, venvs))
+                                   "venv:\n\t@echo $(or $(VENV),.venv) >> %s\n"
+                                   "stack:\n\t@echo stack >> %s; exit %d\n"
+                                   % (args, 1 if outcome == "fail" else 0, args, venvs, venvs,
+                                      1 if outcome == "setup-fail" else 0))
     witness = tmp_path / "daemon.pid"
     # MAPush is given, so .ci/run unpacks no snapshot (that step has its own tests)
     env = dict(os.environ, WITNESS=str(witness), MAPUSH_SRC=str(tmp_path / "MAPush"))
@@ -326,6 +330,8 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     proc = subprocess.run(["bash", str(work / ".ci" / "run")], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == (0 if outcome == "pass" else 2), proc.stdout + proc.stderr
+    if outcome == "setup-fail":  # what failed in the background is shown
+        assert "make: *** [Makefile:8: stack] Error 1" in proc.stdout + proc.stderr
     pid = int(witness.read_text())
     for _ in range(50):
         if not _pid_alive(pid):
@@ -338,12 +344,13 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     # make test
     assert [" ".join(line.split()) for line in args.read_text().splitlines()] == (
         [TEST_ARGS, STACK_ARGS] if outcome == "pass" else [TEST_ARGS])
-    if outcome == "pass":  # make venv on the oldest and the newest Python 3.10-3.13 here
+    if outcome != "setup-fail":  # make venv (the test venv), then in the background the
+        # stack and make venv on the oldest and the newest Python 3.10-3.13 here
         root = Path(os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))) / "versions"
         have = [v for v in ("3.10", "3.11", "3.12", "3.13")
                 if list(root.glob(v + ".*/bin/python")) or shutil.which("python" + v)]
         expected = ["build/venv-%s" % v for v in (have[:1] + have[-1:])] if have else []
-        assert (venvs.read_text().split() if venvs.exists() else []) == expected
+        assert venvs.read_text().split() == [".venv", "stack"] + expected
 
 
 def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
