@@ -178,6 +178,14 @@ def test_it_refuses_to_load_after_torch():
     assert "PyTorch was imported before isaacgym modules" in proc.stderr
 
 
+def test_gymapi_alone_imports_no_torch_as_isaac_gyms_own():
+    """Isaac Gym's gymapi.py imports importlib, json, sys, os and its bindings, no torch (only
+    gymtorch needs it): mapush doctor's import probe is as quick over the stand-in."""
+    found = run("import json, sys\nfrom isaacgym import gymapi\n"
+                "gymapi.acquire_gym()\nprint(json.dumps('torch' in sys.modules))")
+    assert found is False
+
+
 def test_prepare_tree_refuses_a_folder_that_is_no_mapush_checkout(tmp_path):
     proc = subprocess.run([sys.executable, str(STANDIN / "prepare_tree.py"), str(tmp_path),
                            str(tmp_path / "dest")], capture_output=True, text=True,
