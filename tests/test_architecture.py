@@ -1,6 +1,9 @@
 """The code's one way through (docs/architecture.md): one module installs signal handlers,
 one registry names the algorithms, no JUnit of our own, the smoke stages travel in the image."""
 import ast
+import os
+import subprocess
+import sys
 import re
 from pathlib import Path
 
@@ -52,10 +55,33 @@ def test_the_registry_answers_which_library_trains_an_algorithm():
     assert trainers.episode_length("ppo") == 200
     # every trainer module has what the registry promises (read, not imported: no torch)
     for trainer in trainers.TRAINERS:
-        path = REPO / (trainer.module.replace(".", "/") + ".py")
-        names = {n.name for n in ast.parse(path.read_text()).body
-                 if isinstance(n, ast.FunctionDef)}
-        assert {"train", "planned_updates", "load_policy"} <= names, trainer.module
+        for module, promised in ((trainer.module, {"train", "load_policy"}),
+                                 (trainer.checks or trainer.module,
+                                  {"planned_updates", "resolved_config"})):
+            path = REPO / (module.replace(".", "/") + ".py")
+            body = ast.parse(path.read_text()).body
+            names = {n.name for n in body if isinstance(n, ast.FunctionDef)} | {
+                t.id for n in body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+            assert promised <= names, module
+
+
+def test_the_parents_checks_import_no_torch(tmp_path):
+    """mapush train's parent checks the trainer's config (trainers.load(algo, checks=True))
+    without torch or a training library's stack: importing them cost every train about 6 s."""
+    from tests.upstream import build_patched_site
+
+    site = build_patched_site(tmp_path)["site"]
+    script = ("import sys\nfrom mapush import trainers\nfor algo in trainers.ALGOS:\n"
+              "    trainers.load(algo, checks=True)\n"
+              "print(sorted(m for m in ('torch', 'openrl.drivers', 'harl.runners') "
+              "if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(site),
+                                                                         str(REPO)])),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2] == "[]"
 
 
 def test_the_smoke_stages_travel_in_the_image_with_their_runner():

@@ -67,7 +67,7 @@ def test_ppo_on_the_device_over_real_mqe_gives_upstreams_numbers(real_mqe, witho
 SWITCH = r'''
 import sys
 from mapush.spec import RunSpec
-from mapush.trainers.openrl_trainer import openrl_config
+from mapush.trainers.openrl_config import openrl_config
 spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=4, steps=100, seed=1,
                run_dir=sys.argv[1], sim_device="cpu", rl_device=sys.argv[2])
 print(openrl_config(spec, sys.argv[3] or None, sim_args=False).device_rollout)

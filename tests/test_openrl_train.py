@@ -104,7 +104,7 @@ LOAD = textwrap.dedent("""
     from openrl.modules.common import PPONet
     from openrl.runners.common import PPOAgent
     from mapush.envs.openrl_env import OpenRLEnv
-    from mapush.trainers.openrl_trainer import openrl_config
+    from mapush.trainers.openrl_config import openrl_config
     from mapush.spec import RunSpec
     spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=%d, steps=1,
                    seed=1, run_dir=".", sim_device="cpu", rl_device="cpu", config=sys.argv[1])
@@ -123,16 +123,17 @@ LOAD = textwrap.dedent("""
 
 def test_verbose_shows_the_losses_and_the_import_warnings_of_both_processes(trained, upstream,
                                                                           tmp_path):
-    """#38 item 10: ``--verbose`` silences nothing (the parent's import warnings too)."""
+    """#38 item 10: ``--verbose`` silences nothing. The parent imports no training stack
+    (its checks are ``trainers.load(algo, checks=True)``), so each import warning is the
+    child's, shown once."""
     assert trained["proc"].returncode == 0
     proc = run_mapush(train_args(tmp_path / "run", trained["config"], 400, "--verbose"),
                       double_env(upstream), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"\[INFO\] step \d+: .*train/value_loss", proc.stderr)
-    # the child's import warnings (those of this stack) are not kept from the parent either
     warned = {line for line in trained["proc"].stderr.splitlines()
               if "Warning: " in line or "Gym has been unmaintained" in line}
-    assert all(proc.stderr.count(line) == 2 for line in warned), proc.stderr[-3000:]
+    assert warned and all(proc.stderr.count(line) == 1 for line in warned), proc.stderr[-3000:]
 
 
 def test_resume_continues_step_count_axis_and_optimizer(trained, upstream, tmp_path):

@@ -1,6 +1,4 @@
 """``mapush train`` in the parent process: preflight, run directory, child, exit status."""
-import contextlib
-import io
 import json
 import os
 import shutil
@@ -8,7 +6,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -196,13 +193,9 @@ def check_writable(spec: RunSpec, resuming: bool) -> None:
 
 
 def load_trainer(spec: RunSpec) -> Any:
-    """The trainer module of the spec; its stack's import warnings are the child's to show."""
-    quiet = not schema.verbose()
+    """The spec's trainer's config checks (no torch, no training stack: the child's)."""
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO() if quiet
-                                                                   else sys.stderr):
-            warnings.simplefilter("ignore" if quiet else "default")
-            return trainers.load(spec.algo)
+        return trainers.load(spec.algo, checks=True)
     except ImportError as exc:
         raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
                           "run mapush train there)" % (spec.algo, exc))

@@ -1,7 +1,7 @@
 """The trainer registry: the one answer to "which library trains this algorithm". A trainer
-is a module here with ``train``, ``planned_updates``, ``load_policy``, ``resolved_config``
-and ``init_weights`` (docs/architecture.md, "Adding a trainer": what each does, how its
-checkpoints are told apart). Nothing here imports a training library: the parent stays light."""
+is a module here with ``train``, ``load_policy`` and ``init_weights``, and one (the same, or
+a light one) with ``planned_updates`` and ``resolved_config`` (docs/architecture.md, "Adding a
+trainer"). Nothing here imports a training library: the parent stays light."""
 import importlib
 from pathlib import Path
 from typing import Any, NamedTuple, Tuple
@@ -20,10 +20,12 @@ class Trainer(NamedTuple):
     algos: Tuple[str, ...]  # its algorithms: --algo, configs/<algo>.yaml
     label: str              # in messages: "an OpenRL PPO checkpoint"
     teams: bool             # trains several agents (no single centralized agent)
+    checks: str = ""        # the light module of the parent's checks, if not ``module``
 
 
 TRAINERS = (
-    Trainer("openrl", "mapush.trainers.openrl_trainer", ("ppo",), "OpenRL PPO", False),
+    Trainer("openrl", "mapush.trainers.openrl_trainer", ("ppo",), "OpenRL PPO", False,
+            "mapush.trainers.openrl_config"),
     Trainer("harl", "mapush.trainers.harl_trainer", ("happo", "mappo", "hatrpo"), "HARL", True),
 )
 ALGOS = tuple(algo for trainer in TRAINERS for algo in trainer.algos)
@@ -42,9 +44,10 @@ def by_library(library: str) -> Trainer:
     return next(t for t in TRAINERS if t.library == library)
 
 
-def load(algo: str) -> Any:
-    """The trainer module of ``algo`` (imports its training library)."""
-    return importlib.import_module(for_algo(algo).module)
+def load(algo: str, checks: bool = False) -> Any:
+    """The trainer module of ``algo``, or with ``checks`` its config checks' (no torch)."""
+    trainer = for_algo(algo)
+    return importlib.import_module(checks and trainer.checks or trainer.module)
 
 
 def episode_length(algo: str) -> int:

@@ -4,13 +4,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import numpy as np
-import yaml
 import torch
 
-from openrl.configs.config import create_config_parser
 from openrl.drivers.onpolicy_driver import OnPolicyDriver
 from openrl.modules.common import PPONet
 from openrl.runners.common import PPOAgent
@@ -28,89 +26,13 @@ from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb, \
     training_videos
 from mapush.run.watchdog import MemoryWatchdog
-from mapush.spec import UPPER, RunSpec, config_label
-from mapush.trainers import CONFIG_DIR, by_library, check_owned
+from mapush.spec import RunSpec
+from mapush.trainers.openrl_config import openrl_config, plain_config
 
-SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
-# The high level's additions to the recipe (8000-step episodes).
-TASK_CONFIGS = {UPPER: CONFIG_DIR / "ppo_upper.yaml"}
 NAME_PREFIX = "rl_model"  # OpenRL's checkpoint names: rl_model_<step>_steps
 RESOLVED_CONFIG = "openrl_config.json"
 
 
-# -- configuration ----------------------------------------------------------------------
-def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
-    """OpenRL's defaults, then ``configs/ppo.yaml`` (the recipe), then the user's
-    ``--config`` YAML. A bad YAML is a UsageError naming the file."""
-    parser = create_config_parser()
-    parser.exit_on_error = False
-    parser.add_argument("--mqe_fast_step", default=True)  # no type: "no" stays a string
-    parser.add_argument("--device_rollout", default=None)  # patches/openrl/03's switch
-    argv = ["--config", str(SHIPPED_CONFIG)]
-    if spec.task in TASK_CONFIGS:
-        argv += ["--config", str(TASK_CONFIGS[spec.task])]
-    label = config_label(user_config or SHIPPED_CONFIG)
-    if user_config:
-        if not str(user_config).endswith(".yaml"):
-            raise UsageError("--config %s: OpenRL reads only files named *.yaml; rename it"
-                             % user_config)
-        raw = yaml.safe_load(Path(user_config).read_text()) or {}
-        if isinstance(raw, dict):  # the user's own values, before OpenRL converts them
-            check_owned("openrl", raw, label)
-            schema.check("openrl", raw, label)
-        argv += ["--config", str(user_config)]
-    try:
-        cfg = parser.parse_args(argv)
-    except Exception as exc:  # jsonargparse/argparse errors, YAML errors
-        raise UsageError("%s: %s (keys must be options of OpenRL's config parser)"
-                         % (label, " ".join(str(exc).split())[:400]))
-    schema.check("openrl", vars(cfg), label)
-    recurrent = cfg.use_recurrent_policy or cfg.use_naive_recurrent_policy
-    if cfg.device_rollout is None:  # unset: OpenRL's rollout on the device of a GPU policy
-        cfg.device_rollout = torch.device(spec.rl_device).type == "cuda" and not recurrent
-    elif cfg.device_rollout and recurrent:  # patches/openrl/03 keeps feed-forward ones only
-        raise UsageError("device_rollout true: a recurrent policy needs it false (openrl/03)")
-    cfg.config = None  # a deleted temporary file by now; keep it out of pickles
-    return cfg
-
-
-def planned_updates(spec: RunSpec, resume_meta: Dict[str, Any]) -> int:
-    """Updates the run will train (0: nothing left); run in the parent before the folder exists."""
-    per_update = int(parse_config(spec, spec.config).episode_length) * int(spec.num_envs)
-    if not resume_meta.get("step") and int(spec.steps) < per_update:  # as HARL's plan()
-        raise UsageError("--steps %d is less than one rollout (episode_length x --num-envs = "
-                         "%d steps): raise --steps" % (spec.steps, per_update))
-    return int(spec.steps) // per_update - int(resume_meta.get("step", 0)) // per_update
-
-
-def openrl_config(spec: RunSpec, user_config: Optional[str] = None, sim_args: bool = True) -> Any:
-    """OpenRL's config for the run: :func:`parse_config`, then what the command line
-    decides (seed, run directory, wandb); upstream's Isaac Gym fields are merged in, as
-    ``get_args`` did."""
-    cfg = parse_config(spec, user_config)
-    cfg.seed = spec.seed
-    cfg.run_dir = str(spec.run_dir)
-    cfg.experiment_name = spec.object
-    cfg.disable_wandb = not spec.use_wandb
-    cfg.log_each_episode = False  # our logger reports progress itself
-    for key, value in vars(sim.build_args(spec)).items() if sim_args else ():
-        if not hasattr(cfg, key):
-            setattr(cfg, key, value)
-    return cfg
-
-
-def resolved_config(spec: RunSpec) -> Dict[str, Any]:
-    """The run's OpenRL config (--print-config; upstream's Isaac Gym arguments left out)."""
-    return plain_config(openrl_config(spec, spec.config, sim_args=False))
-
-
-def plain_config(cfg: Any) -> Dict[str, Any]:
-    """The resolved config as JSON-able values (for the run directory)."""
-    return {key: value if isinstance(value, (bool, int, float, str)) or value is None
-            else str(value) for key, value in sorted(vars(cfg).items())}
-
-
-# -- logging ----------------------------------------------------------------------------
 class RunLogger(Logger):
     """OpenRL's Logger writing into the run directory: TensorBoard events in
     ``<run_dir>/logs/`` (one event file, tags by the shared convention), text log in
@@ -181,7 +103,6 @@ class RunLogger(Logger):
             wandb.finish()
 
 
-# -- checkpoints ------------------------------------------------------------------------
 def use_module(agent: Any, module: Any) -> None:
     agent.net.module = module
     agent.net.reset()
@@ -213,7 +134,6 @@ def init_weights(agent: Any, source: Any) -> None:
                 mine.copy_(value.to(device=mine.device, dtype=mine.dtype))
 
 
-# -- driver and callback ----------------------------------------------------------------
 def resumable_driver(start_update: int, start_step: int) -> type:
     """OpenRL's on-policy driver starting at update ``start_update``
     (docs/architecture.md, "Modules")."""
@@ -315,7 +235,6 @@ class RunCallback(CheckpointCallback):
         phases.mark("training")
 
 
-# -- entry point ------------------------------------------------------------------------
 def train(ctx: RunContext) -> int:
     spec = ctx.spec
     cfg = openrl_config(spec, spec.config)
