@@ -75,7 +75,9 @@ def prepare_tree(dest, pristine):
                            str(dest)] + (["--pristine"] if pristine else []),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return dest
+    from tests.upstream import compiled
+
+    return compiled(dest)
 
 
 @pytest.fixture(scope="session")
