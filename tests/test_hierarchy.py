@@ -84,7 +84,7 @@ def test_the_upper_recipe_fits_long_episodes():
     import mapush.trainers
 
     configs = Path(mapush.trainers.__file__).parent / "configs"
-    assert "ppo_upper.yaml" in (configs.parent / "openrl_trainer.py").read_text()
+    assert "ppo_upper.yaml" in (configs.parent / "openrl_config.py").read_text()
     upper = yaml.safe_load((configs / "ppo_upper.yaml").read_text())
     # upstream's train.py forces 200 for PPO (openrl_ws/train.py:30)
     assert upper["episode_length"] == 200 and upper["log_interval"] == 1
