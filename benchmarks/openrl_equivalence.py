@@ -1,5 +1,8 @@
 """patches/openrl/03 on the GPU: OpenRL's PPO with ``device_rollout`` on against off, the
-same seed, the same data (the GPU double), in one call (issue #49 item 4).
+same seed, the same data (the GPU double), in one call (issue #49 item 4). ``--key
+act_graph``: patches/openrl/04, act as a CUDA graph on against off (both with 03), where the
+graph replays the eager kernels: bit for bit expected (``weights_bit_identical``,
+``scalars_identical``), and the run's ``step.json`` says whether the graph was captured.
 
 Each variant is one child running ``mapush train``'s PPO trainer (as ``train_bench.py``'s
 (b)) for ``--updates`` updates of 200 steps, then the final weights are compared and every
@@ -62,13 +65,14 @@ def main() -> int:
     parser.add_argument("--envs", type=int, default=500)
     parser.add_argument("--updates", type=int, default=3)
     parser.add_argument("--device", default="cuda:0")  # cpu: the two are equal bit for bit
+    parser.add_argument("--key", default="device_rollout", choices=("device_rollout", "act_graph"))
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="openrl-equivalence-"))
     runs = {}
     for on in ("false", "true"):
-        config = tmp / ("device_rollout_%s.yaml" % on)
-        config.write_text("device_rollout: %s\n" % on)
+        config = tmp / ("%s_%s.yaml" % (args.key, on))
+        config.write_text("%s: %s\n" % (args.key, on))
         runs[on] = tmp / ("run-%s" % on)
         proc = subprocess.run([sys.executable, __file__, "--child", str(runs[on]),
                                str(args.envs), str(args.updates), str(config), args.device],
@@ -101,9 +105,12 @@ def main() -> int:
             series[tag] = max(abs(a - b) for a, b in zip(theirs, ours)) / scale
     worst = max(list(rows.values()) + list(series.values()))
     exact = all(bool((off[k] == on[k]).all()) for k in off)
+    same = all(scalars["false"][t] == scalars["true"][t] for t in series)
+    act = {on: json.loads((runs[on] / "step.json").read_text()).get("act") for on in runs}
     result = {"device": args.device, "envs": args.envs, "updates": args.updates,
-              "tolerance_relative": TOLERANCE,
-              "weights_bit_identical": exact, "worst_relative_difference": worst,
+              "key": args.key, "tolerance_relative": TOLERANCE, "act_graph_state": act,
+              "weights_bit_identical": exact, "scalars_identical": same,
+              "worst_relative_difference": worst,
               "weights_relative": rows, "scalars_relative": series,
               "within_tolerance": worst <= TOLERANCE}
     Path(args.out).write_text(json.dumps(result, indent=1))

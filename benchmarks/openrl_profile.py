@@ -68,7 +68,8 @@ def child(out: str, envs: int) -> None:
                 "stream_or_device_sync" if name in ("cudaStreamSynchronize",
                                                     "cudaDeviceSynchronize") else
                 "item" if name == "aten::_local_scalar_dense" else
-                "kernel_launch" if name in ("cudaLaunchKernel", "cuLaunchKernel") else None)
+                "kernel_launch" if name in ("cudaLaunchKernel", "cuLaunchKernel") else
+                "graph_launch" if name in ("cudaGraphLaunch", "cuGraphLaunch") else None)
         if kind:
             counts[kind] = counts.get(kind, 0) + 1
     per_step = {k: round(v / float(LAST - FIRST), 2) for k, v in sorted(counts.items())}

@@ -20,7 +20,7 @@ from mapush.common.atomic import writable, write_json, write_text
 from mapush.common.clock import now
 from mapush.common.files import read_regular
 from mapush.diagnostics import gpu as gpu_facts
-from mapush.errors import UsageError
+from mapush.errors import FIXES, UsageError
 from mapush.eval import describe_request, evaluate, read_evaluated
 from mapush.objects import KNOWN_OBJECTS, find_objects
 from mapush.proc import Supervisor
@@ -44,8 +44,7 @@ def visible_gpus() -> List[int]:
         return [d.index for d in gpu_facts.gather().devices]
     rows, error = gpu_facts.nvidia_smi_query()
     if rows is None:
-        raise UsageError("--gpus: cannot list this machine's GPUs (%s); the local executor runs "
-                         "one run per GPU" % error)
+        raise UsageError(FIXES["sweep_gpus"] % {"error": error})
     return [row["index"] for row in rows]
 
 
@@ -87,8 +86,7 @@ class Sweep(object):
         try:
             record = json.loads(read_regular(path))
         except (OSError, ValueError) as exc:
-            raise UsageError("%s is damaged (%s): it is the sweep's record; restore it or "
-                             "pass another --name" % (path, exc))
+            raise UsageError(FIXES["sweep_damaged"] % {"path": path, "exc": exc})
         shaped = isinstance(record, dict) and isinstance(record.get("grid"), dict) and \
             all(k in record["grid"] for k in GRID_KEYS) and isinstance(record.get("cells"), list)
         if not shaped or not all(isinstance(c, dict) and all(isinstance(c.get(k), str) for k in
@@ -110,9 +108,7 @@ class Sweep(object):
                                     "; ".join(str(before.get(k)) for k in changed)))
             return record
         if self.dir.exists() and (not self.dir.is_dir() or any(self.dir.iterdir())):
-            raise UsageError("%s exists and is no sweep of mapush sweep (no %s): pass another "
-                             "--name or --root; a sweep writes only into its own folder"
-                             % (self.dir, SWEEP_FILE))
+            raise UsageError(FIXES["not_a_sweep"] % {"dir": self.dir, "file": SWEEP_FILE})
         names = {cell: "%s-%s-seed%d" % cell for cell in itertools.product(
             self.grid["algos"], self.grid["objects"], self.grid["seeds"])}
         cells = [{"name": name, "algo": algo, "object": obj, "seed": seed,

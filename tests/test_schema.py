@@ -108,8 +108,8 @@ def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
     monkeypatch.syspath_prepend(str(upstream["site"]))
     from openrl.configs.config import create_config_parser
 
-    options = {a.dest for a in create_config_parser()._actions} | {"mqe_fast_step",
-                                                                   "device_rollout"}  # ours
+    options = {a.dest for a in create_config_parser()._actions} | {
+        "mqe_fast_step", "device_rollout", "act_graph"}  # ours
     assert set(schema.SCHEMA["openrl"]) <= options, set(schema.SCHEMA["openrl"]) - options
     # and the shipped configs meet it
     for algo in ("happo", "mappo", "hatrpo"):

@@ -112,7 +112,8 @@ def test_watch_records_the_step_once_its_captures_have_had_their_steps(tmp_path,
     assert env.step(5) == 10
     saved = json.loads((tmp_path / step_record.STEP_RECORD).read_text())
     assert saved == {"graphs": dict.fromkeys(["07", "08", "09"], "captured"),
-                     "line": "MQE's step: graphs 07, 08, 09 captured", "after_steps": 3}
+                     "line": "MQE's step: graphs 07, 08, 09 captured", "after_steps": 3,
+                     "act": None}  # no OpenRL act graph here (tests/test_openrl_act_graph.py)
     assert capsys.readouterr().err == "mapush: MQE's step: graphs 07, 08, 09 captured\n"
     assert "step" not in vars(env) and env.step(1) == 2 and env.steps == 4  # as before
     assert capsys.readouterr().err == ""  # said once

@@ -42,19 +42,21 @@ def short(record: Optional[Dict[str, Any]]) -> str:
         "eager" if not captured else "+".join(captured) + " (rest eager)"
 
 
-def record(env: Any, run_dir: Path, steps: int) -> str:
-    """Write ``<run>/step.json`` (atomic) and say its line on stderr."""
+def record(env: Any, run_dir: Path, steps: int, made: Optional[Dict[str, Any]] = None) -> str:
+    """Write ``<run>/step.json`` (atomic) and say its line on stderr, with OpenRL's act graph
+    (openrl/04: ``made["driver"].act_graph_state``, None where there is none)."""
     report = graph_report(env)
-    line = describe(report)
+    state = getattr((made or {}).get("driver"), "act_graph_state", None)
+    line = describe(report) + ("; OpenRL's act: %s" % state if state else "")
     write_json(Path(run_dir) / STEP_RECORD, {"graphs": report, "line": line,
-                                            "after_steps": steps})
+                                            "after_steps": steps, "act": state})
     print("mapush: " + line, file=sys.stderr, flush=True)
     return line
 
 
-def watch(env: Any, run_dir: Path, after: int = SETTLED_AFTER) -> None:
-    """Record the env's step graphs once ``after`` of its steps have run (then step as
-    before: the instance's own ``step`` is put back)."""
+def watch(env: Any, run_dir: Path, made: Optional[Dict[str, Any]] = None,
+          after: int = SETTLED_AFTER) -> None:
+    """:func:`record` once ``after`` env steps have run, then step as before (``step`` put back)."""
     step = env.step
     count = [0]
 
@@ -63,7 +65,7 @@ def watch(env: Any, run_dir: Path, after: int = SETTLED_AFTER) -> None:
         count[0] += 1
         if count[0] >= after:
             del env.step
-            record(env, run_dir, count[0])
+            record(env, run_dir, count[0], made)
         return out
 
     env.step = counted

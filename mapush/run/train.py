@@ -20,7 +20,7 @@ from mapush.common.hashing import sha256
 from mapush.diagnostics.doctor import preflight as run_preflight, step_verdict
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.step_check import line as step_line
-from mapush.errors import MapushError, UsageError
+from mapush.errors import FIXES, MapushError, UsageError
 from mapush.objects import mapush_root, object_config_path
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
@@ -185,11 +185,8 @@ def check_writable(spec: RunSpec, resuming: bool) -> None:
                            if (run_dir / sub).is_dir()] if resuming else [run_dir]
     for folder in folders:
         if not writable(folder):
-            raise UsageError("%s is read-only: %s cannot write its checkpoints and logs there; "
-                             "make it writable (chmod u+w, or mount it read-write), or %s"
-                             % (folder, "--resume" if resuming else "--run-dir",
-                                "copy the run and resume the copy" if resuming
-                                else "pick another --run-dir"))
+            raise UsageError(FIXES["read_only"]["resume" if resuming else "run_dir"]
+                             % {"folder": folder})
 
 
 def load_trainer(spec: RunSpec) -> Any:
@@ -234,10 +231,8 @@ def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
     updates = load_trainer(spec).planned_updates(spec, resume_meta)
     if record is not None and updates <= 0:
-        raise UsageError("--resume %s: the run has trained %s env steps and its target "
-                         "(--steps) is %d, less than one update away: pass --steps N with N "
-                         "larger to train further"
-                         % (spec.run_dir, resume_meta.get("step", 0), spec.steps))
+        raise UsageError(FIXES["nothing_to_train"] % {
+            "run": spec.run_dir, "step": resume_meta.get("step", 0), "steps": spec.steps})
     check_writable(spec, record is not None)
     if spec.use_wandb:
         check_wandb()
@@ -250,13 +245,11 @@ def check_wandb() -> None:
     W&B runs offline, which is said in one line."""
     mode = os.environ.get("WANDB_MODE", "")
     if mode in ("offline", "dryrun", "disabled"):
-        print("mapush: --wandb with WANDB_MODE=%s: %s" % (mode, "nothing goes to W&B" if mode
-              == "disabled" else "the W&B run stays in the run folder's wandb/ (upload it "
-              "later with `wandb sync`)"), file=sys.stderr)
+        print("mapush: --wandb with WANDB_MODE=%s: %s" % (mode, FIXES["wandb_offline"][
+            mode == "disabled"]), file=sys.stderr)
     elif not os.environ.get("WANDB_API_KEY") and "api.wandb.ai" not in (
             NETRC.read_text(errors="replace") if NETRC.is_file() else ""):  # `wandb login`'s
-        raise UsageError("--wandb: no W&B API key here: set WANDB_API_KEY (or run `wandb "
-                         "login`), or WANDB_MODE=offline to keep the W&B run in the run folder")
+        raise UsageError(FIXES["wandb_key"])
 
 
 def open_run(spec: RunSpec, record: Optional[Dict[str, Any]]) -> RunLock:

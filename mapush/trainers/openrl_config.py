@@ -22,6 +22,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
     parser.exit_on_error = False
     parser.add_argument("--mqe_fast_step", default=True)  # no type: "no" stays a string
     parser.add_argument("--device_rollout", default=None)  # patches/openrl/03's switch
+    parser.add_argument("--act_graph", default=None)  # patches/openrl/04's switch
     argv = ["--config", str(SHIPPED_CONFIG)]
     if spec.task in TASK_CONFIGS:
         argv += ["--config", str(TASK_CONFIGS[spec.task])]
@@ -42,10 +43,16 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
                          % (label, " ".join(str(exc).split())[:400]))
     schema.check("openrl", vars(cfg), label)
     recurrent = cfg.use_recurrent_policy or cfg.use_naive_recurrent_policy
+    cuda = str(spec.rl_device).split(":")[0] == "cuda"
     if cfg.device_rollout is None:  # unset: OpenRL's rollout on the device of a GPU policy
-        cfg.device_rollout = str(spec.rl_device).split(":")[0] == "cuda" and not recurrent
+        cfg.device_rollout = cuda and not recurrent
     elif cfg.device_rollout and recurrent:  # patches/openrl/03 keeps feed-forward ones only
         raise UsageError("device_rollout true: a recurrent policy needs it false (openrl/03)")
+    if cfg.act_graph is None:  # unset: act as a CUDA graph where the rollout is on the GPU
+        cfg.act_graph = bool(cfg.device_rollout) and cuda
+    elif cfg.act_graph and not (cfg.device_rollout and cuda):
+        raise UsageError("act_graph true: it needs device_rollout and a CUDA --rl-device "
+                         "(openrl/04); set act_graph: false")
     cfg.config = None  # a deleted temporary file by now; keep it out of pickles
     return cfg
 

@@ -134,14 +134,15 @@ def init_weights(agent: Any, source: Any) -> None:
                 mine.copy_(value.to(device=mine.device, dtype=mine.dtype))
 
 
-def resumable_driver(start_update: int, start_step: int) -> type:
+def resumable_driver(start_update: int, start_step: int, made: Dict[str, Any]) -> type:
     """OpenRL's on-policy driver starting at update ``start_update``
-    (docs/architecture.md, "Modules")."""
+    (docs/architecture.md, "Modules"); ``made["driver"]``: the one made (step.json reads it)."""
 
     class ResumedDriver(OnPolicyDriver):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super(ResumedDriver, self).__init__(*args, **kwargs)
             self.agent.num_time_steps = start_step
+            made["driver"] = self
 
         def run(self) -> None:
             per_update = self.episode_length * self.learner_n_rollout_threads
@@ -239,7 +240,8 @@ def train(ctx: RunContext) -> int:
     spec = ctx.spec
     cfg = openrl_config(spec, spec.config)
     env, _env_cfg = sim.make_env(spec, fast_step=cfg.mqe_fast_step)
-    step_record.watch(env, spec.run_dir)  # which step graphs ran, in the run's record
+    made = {}  # type: Dict[str, Any]
+    step_record.watch(env, spec.run_dir, made)  # which step graphs ran (OpenRL's act's too)
     adapter = OpenRLEnv(env, device_rollout=cfg.device_rollout)
     device = torch.device(spec.rl_device)
     net = PPONet(adapter, cfg=cfg, device=device)
@@ -279,8 +281,8 @@ def train(ctx: RunContext) -> int:
     callback = RunCallback(ctx, logger, cfg, adapter, start_step, start_update)
     trained = False
     try:
-        agent.train(total_time_steps=total_updates * per_update, logger=logger,
-                    callback=callback, driver_class=resumable_driver(start_update, start_step))
+        agent.train(total_time_steps=total_updates * per_update, logger=logger, callback=callback,
+                    driver_class=resumable_driver(start_update, start_step, made))
         trained = True
     finally:
         adapter.close()
