@@ -43,11 +43,11 @@ def short(record: Optional[Dict[str, Any]]) -> str:
 
 
 def record(env: Any, run_dir: Path, steps: int, made: Optional[Dict[str, Any]] = None) -> str:
-    """Write ``<run>/step.json`` (atomic) and say its line on stderr, with OpenRL's act graph
-    (openrl/04: ``made["driver"].act_graph_state``, None where there is none)."""
+    """Write ``<run>/step.json`` (atomic), with OpenRL's act graph's state, and its line."""
     report = graph_report(env)
-    state = getattr((made or {}).get("driver"), "act_graph_state", None)
-    line = describe(report) + ("; OpenRL's act: %s" % state if state else "")
+    state = getattr((made or {}).get("driver"), "act_graph_state", None)  # openrl/04's, or None
+    on = state and not state.startswith("eager")  # (act_graph false: in the file, not the line)
+    line = describe(report) + ("; OpenRL's act: %s" % state if on else "")
     write_json(Path(run_dir) / STEP_RECORD, {"graphs": report, "line": line,
                                             "after_steps": steps, "act": state})
     print("mapush: " + line, file=sys.stderr, flush=True)
