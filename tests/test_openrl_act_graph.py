@@ -24,6 +24,7 @@ import sys
 import pytest
 
 from tests.conftest import double_env
+from tests.test_openrl_device_rollout import refused_on_the_cpu
 from tests.test_openrl_host_path import assert_same_training, with_openrl
 from tests.test_openrl_host_path import without_02  # noqa: F401 (a fixture: OpenRL 01 only)
 
@@ -177,15 +178,5 @@ def test_the_act_graph_is_on_with_the_rollout_on_a_gpu_unless_set(upstream, devi
 @pytest.mark.parametrize("user", ["act_graph: true\n",
                                   "act_graph: true\ndevice_rollout: false\n"])
 def test_the_act_graph_without_a_gpu_rollout_is_one_error_line(upstream, user, tmp_path):
-    from tests.conftest import run_mapush
-
-    config = tmp_path / "graph.yaml"
-    config.write_text(user)
-    run = tmp_path / "run"
-    proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
-                       "--steps", 800, "--config", config, "--run-dir", run, "--sim-device",
-                       "cpu", "--rl-device", "cpu"], double_env(upstream), cwd=tmp_path)
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
-    assert "act_graph" in errors[0] and "act_graph: false" in errors[0]
-    assert not run.exists()
+    error = refused_on_the_cpu(upstream, tmp_path, user)  # exit 2, one line, no run folder
+    assert "act_graph" in error and "act_graph: false" in error

@@ -86,15 +86,24 @@ def test_the_switch_is_on_for_a_gpu_policy_unless_set(upstream, device, on, tmp_
         assert proc.stdout.split() == [expected]
 
 
-def test_a_recurrent_policy_with_the_switch_on_is_one_error_line(upstream, tmp_path):
+def refused_on_the_cpu(upstream, tmp_path, config_text):
+    """A PPO ``mapush train`` on the CPU with ``--config`` holding ``config_text``: exit 2,
+    one ``error:`` line, which is returned, and no run folder made."""
     from tests.conftest import run_mapush
 
-    config = tmp_path / "recurrent.yaml"
-    config.write_text("use_recurrent_policy: true\ndevice_rollout: true\n")
+    config = tmp_path / "user.yaml"
+    config.write_text(config_text)
     run = tmp_path / "run"
     proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
                        "--steps", 800, "--config", config, "--run-dir", run, "--sim-device",
                        "cpu", "--rl-device", "cpu"], double_env(upstream), cwd=tmp_path)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
-    assert "device_rollout" in errors[0] and not run.exists()
+    assert not run.exists()
+    return errors[0]
+
+
+def test_a_recurrent_policy_with_the_switch_on_is_one_error_line(upstream, tmp_path):
+    error = refused_on_the_cpu(upstream, tmp_path,
+                               "use_recurrent_policy: true\ndevice_rollout: true\n")
+    assert "device_rollout" in error
