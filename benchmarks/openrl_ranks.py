@@ -1,0 +1,187 @@
+"""patches/openrl/05 (PPO across ranks) over one update of seeded random rows, in N
+processes of one torch.distributed group: the worker of ``tests/test_openrl_ranks.py`` (gloo,
+the CPU) and, with ``--device cuda``, its check and timing on a machine of several GPUs
+(NCCL, each rank its own GPU). No env: the rollout buffer is filled with the same rows a
+single process would hold over all the envs, rank r holding envs r*E..(r+1)*E-1, so one
+update of N ranks can be compared with one process's (``--ranks 1``).
+
+    python3 benchmarks/openrl_ranks.py --site S --ranks 2 [--device cuda] [--envs-per-rank 500]
+        [--steps 200] [--epochs 3] [--minibatches 1] [--out F]
+
+Prints (and writes to ``--out``) one JSON object: each rank's final weights (``weights``,
+when ``--weights``) and, for each of its ``--updates`` updates over the same rows, its time
+and the all-reduces it ran (count, floats, seconds, each timed between device syncs; the
+first update's include NCCL's setup).
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PPO_YAML = REPO / "mapush" / "trainers" / "configs" / "ppo.yaml"
+AGENTS, OBS, ACT = 2, 5, 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def launch(args: argparse.Namespace) -> list:
+    """Start ``args.ranks`` workers of one group (one without a group where ``--no-group``);
+    their outputs, rank order."""
+    path = os.pathsep.join(p for p in (str(args.site), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks))
+    argv = [sys.executable, __file__, "--worker"] + [
+        "--%s=%s" % (key.replace("_", "-"), value) for key, value in sorted(vars(args).items())
+        if key not in ("worker", "out", "weights", "no_group", "site")]
+    argv += ["--weights"] if args.weights else []
+    argv += ["--no-group"] if args.no_group else []
+    procs = []
+    for rank in range(args.ranks):
+        rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
+        if args.device == "cuda":  # each rank its own GPU, as mapush train --gpus gives it
+            rank_env["CUDA_VISIBLE_DEVICES"] = str(rank)
+        procs.append(subprocess.Popen(argv, env=rank_env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=args.timeout)
+        if proc.returncode != 0:
+            raise RuntimeError("a rank exited %d: %s" % (proc.returncode, err[-3000:]))
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    return outs
+
+
+def worker(args: argparse.Namespace) -> dict:
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    dist = torch.distributed
+    if not args.no_group:
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    reduces = {"count": 0, "floats": 0, "seconds": 0.0}
+    all_reduce = dist.all_reduce
+    device = torch.device(args.device)
+
+    def timed_all_reduce(tensor, *rest, **kwargs):  # each between syncs: its own time
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        sync()
+        start = time.perf_counter()
+        result = all_reduce(tensor, *rest, **kwargs)
+        sync()
+        reduces["count"] += 1
+        reduces["floats"] += tensor.numel()
+        reduces["seconds"] += time.perf_counter() - start
+        return result
+
+    if args.time_reduces:  # (the syncs around each cost time of their own: 0 leaves them out)
+        dist.all_reduce = timed_all_reduce
+    from openrl.algorithms.ppo import PPOAlgorithm
+    from openrl.buffers import NormalReplayBuffer
+    from openrl.configs.config import create_config_parser
+    from openrl.modules.common import PPONet
+
+    envs = args.envs_per_rank
+    total = envs * world
+
+    class Env:
+        observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
+        action_space = gym.spaces.Box(-1.0, 1.0, (ACT,), np.float32)
+        agent_num, parallel_env_num, env_name = AGENTS, envs, "rows"
+
+        def reset(self, seed=None):
+            return None
+
+    parser = create_config_parser()
+    for key in ("--mqe_fast_step", "--device_rollout", "--act_graph"):  # mapush's keys
+        parser.add_argument(key, default=None)
+    cfg = parser.parse_args(["--config", str(PPO_YAML)])
+    cfg.episode_length = args.steps
+    cfg.num_mini_batch = args.minibatches or cfg.num_mini_batch  # 0: ppo.yaml's (OpenRL's)
+    cfg.ppo_epoch = args.epochs or cfg.ppo_epoch
+    torch.manual_seed(0)  # the same initial weights in every process
+    net = PPONet(Env(), cfg=cfg, device=device)
+    cfg.n_rollout_threads = cfg.learner_n_rollout_threads = envs
+    algo = PPOAlgorithm(cfg=cfg, init_module=net.module, device=device, agent_num=AGENTS)
+    data = NormalReplayBuffer(cfg, AGENTS, Env.observation_space, Env.action_space, None).data
+    rng = np.random.default_rng(5)
+    for name in ("policy_obs", "critic_obs", "value_preds", "returns", "actions",
+                 "action_log_probs"):
+        shape = getattr(data, name).shape
+        rows = rng.standard_normal(shape[:1] + (total,) + shape[2:]).astype(np.float32)
+        getattr(data, name)[...] = rows[:, rank * envs:(rank + 1) * envs]
+    if args.tensors:  # patches/openrl/03's buffer of tensors
+        data.to_device(device)
+    updates = []  # each update's seconds and its all-reduces (the first sets NCCL up)
+    for _ in range(args.updates):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        reduces.update(count=0, floats=0, seconds=0.0)
+        start = time.perf_counter()
+        algo.train(data)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        updates.append(dict(reduces, update_s=time.perf_counter() - start))
+    out = {"rank": rank, "ranks": world, "envs_per_rank": envs, "updates": updates,
+           "device": str(device),
+           "torch": torch.__version__,
+           "ppo_epoch": cfg.ppo_epoch, "num_mini_batch": cfg.num_mini_batch}
+    if args.weights:
+        out["weights"] = {"%s.%s" % (name, key): value.double().reshape(-1).tolist()
+                          for name, model in sorted(net.module.models.items())
+                          for key, value in model.state_dict().items()}
+    return out
+
+
+def options(**changes: object) -> argparse.Namespace:
+    """The defaults of the command line with ``changes`` (the test's way in)."""
+    args = parser().parse_args([])
+    for key, value in changes.items():
+        setattr(args, key, value)
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--site", default="", help="the OpenRL to run (PYTHONPATH)")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--envs-per-rank", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=0, help="0: ppo.yaml's ppo_epoch")
+    parser.add_argument("--minibatches", type=int, default=0, help="0: ppo.yaml's")
+    parser.add_argument("--tensors", type=int, default=0, help="1: the buffer as tensors (03)")
+    parser.add_argument("--time-reduces", type=int, default=1, help="0: all-reduces untimed")
+    parser.add_argument("--updates", type=int, default=1, help="updates over the same rows")
+    parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--weights", action="store_true")
+    parser.add_argument("--no-group", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default="")
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return
+    result = {"args": {k: v for k, v in vars(args).items() if k != "worker"},
+              "ranks": launch(args)}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
