@@ -89,7 +89,7 @@ def test_the_switch_is_on_for_a_gpu_policy_unless_set(upstream, device, on, tmp_
 def refused_on_the_cpu(upstream, tmp_path, config_text):
     """A PPO ``mapush train`` on the CPU with ``--config`` holding ``config_text``: exit 2,
     one ``error:`` line, which is returned, and no run folder made."""
-    from tests.conftest import run_mapush
+    from tests.conftest import one_error, run_mapush
 
     config = tmp_path / "user.yaml"
     config.write_text(config_text)
@@ -97,10 +97,9 @@ def refused_on_the_cpu(upstream, tmp_path, config_text):
     proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
                        "--steps", 800, "--config", config, "--run-dir", run, "--sim-device",
                        "cpu", "--rl-device", "cpu"], double_env(upstream), cwd=tmp_path)
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]
+    error = one_error(proc)  # exit 2 and exactly one error: line
     assert not run.exists()
-    return errors[0]
+    return error
 
 
 def test_a_recurrent_policy_with_the_switch_on_is_one_error_line(upstream, tmp_path):
