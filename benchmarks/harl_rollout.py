@@ -5,10 +5,10 @@ Each (algorithm, envs, path) runs in its own child process: the real
 ``mapush.trainers.harl_trainer.train`` over the GPU double (``benchmarks/shim``), with the
 same outermost-call clock as ``train_bench`` around the double's ``step`` (synchronized
 before and after). The pristine child imports HARL from ``--pristine-site`` (patches 01-04
-only, ``tests.upstream.site_without(..., "05-")``), the patched one from ``--site``. Per
-training iteration (a rollout of ``episode_length`` vector steps and the update after it),
-non-physics time = wall time minus the double's own time; the last iteration is not timed
-(its span ends at the next one's first step). The first ``--warmup`` (10) timed iterations
+only: ``tests.upstream.site_without(..., ("05-", "06-"))``, as 06 builds on 05's helpers),
+the patched one from ``--site``. Per training iteration (a rollout of ``episode_length``
+vector steps and the update after it), non-physics time = wall time minus the double's own
+time; the last iteration is not timed (its span ends at the next one's first step). The first ``--warmup`` (10) timed iterations
 are dropped; of the rest (at least 20: ``--iterations`` 31) each row gives the median and
 the interquartile range: ``device``, ``envs``, ``algo``, ``pristine_ms_per_step``, ``pristine_iqr_ms``,
 ``patched_ms_per_step``, ``patched_iqr_ms``, ``ratio`` (of the medians), ``peak_gpu_mb``

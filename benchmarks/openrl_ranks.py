@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,28 +37,44 @@ def free_port() -> int:
 def launch(args: argparse.Namespace) -> list:
     """Start ``args.ranks`` workers of one group (one without a group where ``--no-group``);
     their outputs, rank order."""
+    return launch_workers(__file__, args)
+
+
+def launch_workers(script: str, args: argparse.Namespace) -> list:
+    """Start ``args.ranks`` processes of ``script --worker`` with ``args``, one rank each (on
+    CUDA each its own GPU, as mapush train --gpus gives it); their outputs (the last line of
+    each, JSON), rank order. Once one fails the others are killed: a rank alone would wait
+    in its collective until the timeout."""
     path = os.pathsep.join(p for p in (str(args.site), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks))
-    argv = [sys.executable, __file__, "--worker"] + [
+    flags = ("weights", "no_group")
+    argv = [sys.executable, script, "--worker"] + [
         "--%s=%s" % (key.replace("_", "-"), value) for key, value in sorted(vars(args).items())
-        if key not in ("worker", "out", "weights", "no_group", "site")]
-    argv += ["--weights"] if args.weights else []
-    argv += ["--no-group"] if args.no_group else []
+        if key not in ("worker", "out", "site") + flags]
+    argv += ["--" + flag.replace("_", "-") for flag in flags if getattr(args, flag)]
     procs = []
     for rank in range(args.ranks):
         rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-        if args.device == "cuda":  # each rank its own GPU, as mapush train --gpus gives it
+        if args.device == "cuda":
             rank_env["CUDA_VISIBLE_DEVICES"] = str(rank)
         procs.append(subprocess.Popen(argv, env=rank_env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
-    outs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=args.timeout)
-        if proc.returncode != 0:
-            raise RuntimeError("a rank exited %d: %s" % (proc.returncode, err[-3000:]))
-        outs.append(json.loads(out.strip().splitlines()[-1]))
-    return outs
+    failed = None  # the first rank to fail (or to run past the timeout)
+    with ThreadPoolExecutor(len(procs)) as pool:
+        waits = [pool.submit(proc.communicate, timeout=args.timeout) for proc in procs]
+        for done in as_completed(waits):
+            rank = waits.index(done)
+            if failed is None and (done.exception() or procs[rank].returncode != 0):
+                failed = rank
+                for proc in procs:
+                    proc.kill()
+    if failed is not None:
+        why = waits[failed].exception()
+        raise RuntimeError("rank %d %s" % (failed, why or "exited %d: %s" % (
+            procs[failed].returncode, waits[failed].result()[1][-3000:])))
+    results = [wait.result() for wait in waits]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _err in results]
 
 
 def worker(args: argparse.Namespace) -> dict:

@@ -293,7 +293,8 @@ STACK_FILES = ("tests/test_published_strict.py tests/test_harl_train.py "
                "tests/test_patches_openrl.py tests/test_harl_gpu_rollout.py "
                "tests/test_upstream_contract.py tests/test_rrt.py tests/test_unpickle.py "
                "tests/test_openrl_host_path.py tests/test_openrl_device_rollout.py "
-               "tests/test_openrl_act_graph.py tests/test_openrl_ranks.py").split()
+               "tests/test_openrl_act_graph.py tests/test_openrl_ranks.py "
+               "tests/test_harl_ranks.py").split()
 STACK_ARGS = ("test-stack --durations=30 -m not docker tests/test_real_mqe_*.py "
               + " ".join(STACK_FILES))
 TEST_ARGS = ("test -m not real_mqe --durations=30 "
