@@ -7,11 +7,13 @@ own ``train`` (HARL's HA or MA runner) runs over them, so one update of N ranks 
 compared with one process's (``--ranks 1``).
 
     python3 benchmarks/harl_ranks.py --site S --algo happo --ranks 2 [--device cuda]
-        [--envs-per-rank 4] [--steps 6] [--device-rollout 1] [--weights] [--out F]
+        [--envs-per-rank 4] [--steps 6] [--epochs 2] [--updates 1] [--device-rollout 1]
+        [--weights] [--out F]
 
 Prints (and writes to ``--out``) one JSON object: each rank's agent order (the order its
-actors trained in), its update's seconds and, with ``--weights``, its final weights (every
-actor's, the critic's and the value normaliser's).
+actors trained in), the seconds of each of its ``--updates`` updates over the same rows and,
+with ``--weights``, its final weights (every actor's, the critic's and the value
+normaliser's).
 """
 import argparse
 import json
@@ -96,14 +98,17 @@ def worker(args: argparse.Namespace) -> dict:
             return _train(*rest)
         actor.train = train
     torch.manual_seed(100 + rank)  # each rank's own draws from here (seed + rank)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    runner.train()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    seconds = []  # each update's (the first includes NCCL's setup)
+    for _ in range(args.updates):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        runner.train()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
     out = {"rank": rank, "ranks": world, "envs_per_rank": envs, "algo": args.algo,
-           "order": order, "update_s": time.perf_counter() - start,
+           "order": order, "update_s": seconds, "epochs": args.epochs,
            "device": str(device), "torch": torch.__version__}
     if args.weights:
         models = {"actor%d" % i: agent.actor for i, agent in enumerate(runner.actor)}
@@ -132,6 +137,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--device-rollout", type=int, default=1, help="0: HARL's numpy buffers")
+    parser.add_argument("--updates", type=int, default=1, help="updates over the same rows")
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--weights", action="store_true")
     parser.add_argument("--no-group", action="store_true")
