@@ -48,6 +48,10 @@ def launch_workers(script: str, args: argparse.Namespace) -> list:
     path = os.pathsep.join(p for p in (str(args.site), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks))
+    # each rank its share of the cores, unless set, as mapush train's ranks get it: N
+    # processes of all the cores' threads each took N times one process's update
+    # (results/openrl-05-threads-h100x2.json, results/harl-06-ranks-h100x4.json)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.ranks)))
     flags = ("weights", "no_group")
     argv = [sys.executable, script, "--worker"] + [
         "--%s=%s" % (key.replace("_", "-"), value) for key, value in sorted(vars(args).items())
