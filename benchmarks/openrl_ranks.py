@@ -40,11 +40,27 @@ def launch(args: argparse.Namespace) -> list:
     return launch_workers(__file__, args)
 
 
-def launch_workers(script: str, args: argparse.Namespace) -> list:
+def launch_workers(script: str, args: argparse.Namespace, tries: int = 3) -> list:
     """Start ``args.ranks`` processes of ``script --worker`` with ``args``, one rank each (on
     CUDA each its own GPU, as mapush train --gpus gives it); their outputs (the last line of
     each, JSON), rank order. Once one fails the others are killed: a rank alone would wait
-    in its collective until the timeout."""
+    in its collective until the timeout. The rendezvous port is free when picked but may be
+    taken before rank 0 listens on it (seen once on the x4 machine): then all start again on
+    another, up to ``tries`` times."""
+    for attempt in range(tries):
+        try:
+            return _launch_once(script, args)
+        except PortTaken:
+            if attempt == tries - 1:
+                raise
+    return []
+
+
+class PortTaken(RuntimeError):
+    """Rank 0 could not listen on the rendezvous port (EADDRINUSE)."""
+
+
+def _launch_once(script: str, args: argparse.Namespace) -> list:
     path = os.pathsep.join(p for p in (str(args.site), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks))
@@ -75,6 +91,8 @@ def launch_workers(script: str, args: argparse.Namespace) -> list:
                     proc.kill()
     if failed is not None:
         why = waits[failed].exception()
+        if not why and "EADDRINUSE" in waits[failed].result()[1]:
+            raise PortTaken("rank %d: the rendezvous port was taken" % failed)
         raise RuntimeError("rank %d %s" % (failed, why or "exited %d: %s" % (
             procs[failed].returncode, waits[failed].result()[1][-3000:])))
     results = [wait.result() for wait in waits]

@@ -14,8 +14,11 @@ not divided by the ranks; the advantages' moments left rank-local; the value nor
 batch moments left rank-local. With one process, 05 changes nothing: the weights equal
 OpenRL's without 05, bit for bit, in a group of one and without a group.
 """
+import socket
+
 import pytest
 
+from benchmarks import openrl_ranks
 from benchmarks.openrl_ranks import launch, options
 
 ATOL = 1e-6
@@ -73,3 +76,18 @@ def test_without_05_the_ranks_drift_apart(upstream, without_05):
     first, second = weights(without_05, 2)
     assert first != second
     assert farthest(first, single) > 100 * ATOL
+
+
+def test_a_rendezvous_port_taken_before_rank_0_listens_is_tried_again(upstream, monkeypatch):
+    """The launcher's free port can be taken between its pick and rank 0's listen (seen on
+    the x4 machine): the ranks start again on another, instead of failing the run."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        picks = iter([held.getsockname()[1]])  # the first pick: a port in use
+        real = openrl_ranks.free_port
+        monkeypatch.setattr(openrl_ranks, "free_port", lambda: next(picks, None) or real())
+        outs = launch(options(site=upstream["site"], ranks=2, envs_per_rank=2, steps=3,
+                              epochs=1, minibatches=1))
+    assert [out["rank"] for out in outs] == [0, 1]
+    assert next(picks, None) is None  # the taken port was tried first
