@@ -91,7 +91,8 @@ def _launch_once(script: str, args: argparse.Namespace) -> list:
                     proc.kill()
     if failed is not None:
         why = waits[failed].exception()
-        if not why and "EADDRINUSE" in waits[failed].result()[1]:
+        said = waits[failed].result()[1] if not why else ""
+        if "EADDRINUSE" in said or "Address already in use" in said:  # torch 2.x, 1.13
             raise PortTaken("rank %d: the rendezvous port was taken" % failed)
         raise RuntimeError("rank %d %s" % (failed, why or "exited %d: %s" % (
             procs[failed].returncode, waits[failed].result()[1][-3000:])))
