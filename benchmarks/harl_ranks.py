@@ -16,7 +16,6 @@ with ``--weights``, its final weights (every actor's, the critic's and the value
 normaliser's).
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -24,7 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from benchmarks.openrl_ranks import launch_workers  # noqa: E402  (the one launcher)
+from benchmarks.openrl_ranks import flat_weights, launch_workers, main as run_main, \
+    with_changes  # noqa: E402  (one launcher and command line for both workers)
 
 CONFIGS = REPO / "mapush" / "trainers" / "configs"
 AGENTS, OBS, SHARE_OBS, ACT = 3, 5, 7, 2
@@ -113,18 +113,13 @@ def worker(args: argparse.Namespace) -> dict:
     if args.weights:
         models = {"actor%d" % i: agent.actor for i, agent in enumerate(runner.actor)}
         models.update(critic=runner.critic.critic, value_normalizer=runner.value_normalizer)
-        out["weights"] = {"%s.%s" % (name, key): value.double().reshape(-1).tolist()
-                          for name, model in sorted(models.items())
-                          for key, value in model.state_dict().items()}
+        out["weights"] = flat_weights(models)
     return out
 
 
 def options(**changes: object) -> argparse.Namespace:
     """The defaults of the command line with ``changes`` (the test's way in)."""
-    args = parser().parse_args([])
-    for key, value in changes.items():
-        setattr(args, key, value)
-    return args
+    return with_changes(parser(), changes)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -152,15 +147,7 @@ def launch(args: argparse.Namespace) -> list:
 
 
 def main() -> None:
-    args = parser().parse_args()
-    if args.worker:
-        print(json.dumps(worker(args)))
-        return
-    result = {"args": {k: v for k, v in vars(args).items() if k != "worker"},
-              "ranks": launch(args)}
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1))
-    print(json.dumps(result))
+    run_main(__file__, parser(), worker)
 
 
 if __name__ == "__main__":

@@ -177,15 +177,24 @@ def worker(args: argparse.Namespace) -> dict:
            "torch": torch.__version__,
            "ppo_epoch": cfg.ppo_epoch, "num_mini_batch": cfg.num_mini_batch}
     if args.weights:
-        out["weights"] = {"%s.%s" % (name, key): value.double().reshape(-1).tolist()
-                          for name, model in sorted(net.module.models.items())
-                          for key, value in model.state_dict().items()}
+        out["weights"] = flat_weights(net.module.models)
     return out
+
+
+def flat_weights(models: dict) -> dict:
+    """``{"<model>.<tensor>": [values]}`` of every model's state (what the tests compare)."""
+    return {"%s.%s" % (name, key): value.double().reshape(-1).tolist()
+            for name, model in sorted(models.items())
+            for key, value in model.state_dict().items()}
 
 
 def options(**changes: object) -> argparse.Namespace:
     """The defaults of the command line with ``changes`` (the test's way in)."""
-    args = parser().parse_args([])
+    return with_changes(parser(), changes)
+
+
+def with_changes(made: argparse.ArgumentParser, changes: dict) -> argparse.Namespace:
+    args = made.parse_args([])
     for key, value in changes.items():
         setattr(args, key, value)
     return args
@@ -211,13 +220,15 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main() -> None:
-    args = parser().parse_args()
+def main(script: str = __file__, made: object = None, work: object = None) -> None:
+    """A worker (``--worker``: its JSON line) or the launcher (every rank's, and ``--out``),
+    of this script or of another with its own parser and worker (``harl_ranks.py``)."""
+    args = (made or parser()).parse_args()  # type: ignore[attr-defined]
     if args.worker:
-        print(json.dumps(worker(args)))
+        print(json.dumps((work or worker)(args)))  # type: ignore[operator]
         return
     result = {"args": {k: v for k, v in vars(args).items() if k != "worker"},
-              "ranks": launch(args)}
+              "ranks": launch_workers(script, args)}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

@@ -14,14 +14,12 @@ nvidia-smi --query-gpu=name --format=csv,noheader > "$OUT/gpu.txt"
 python3 -c "import torch,sys;print(torch.__version__,sys.version)" >> "$OUT/gpu.txt"
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 worlds=(2); [ "$gpus" -ge 4 ] && worlds=(2 4)
-run() {  # tag script site args...: one launch (tried again once: the rendezvous port may
-  # have been taken between the launcher's pick and rank 0's listen), its record to $OUT
-  local tag=$1 script=$2 site=$3 try rc; shift 3
-  for try in 1 2; do
-    python3 "benchmarks/$script" --site "$PWD/.bench_ranks/$site" --device cuda \
-      --out "/tmp/rec/$tag.json" "$@" > /dev/null 2>> "$OUT/errors.txt"
-    rc=$?; echo "$tag try $try rc=$rc"; [ "$rc" = 0 ] && break
-  done
+run() {  # tag script site args...: one launch (a taken rendezvous port is the launcher's
+  # to retry: launch_workers), its record to /tmp/rec
+  local tag=$1 script=$2 site=$3; shift 3
+  python3 "benchmarks/$script" --site "$PWD/.bench_ranks/$site" --device cuda \
+    --out "/tmp/rec/$tag.json" "$@" > /dev/null 2>> "$OUT/errors.txt"
+  echo "$tag rc=$?"
 }
 mkdir -p /tmp/rec
 trap 'python3 benchmarks/ranks_summary.py /tmp/rec > "$OUT/summary.json"' EXIT

@@ -211,3 +211,12 @@ def in_namespace(script, env, cwd):
     """``script`` (bash) in a private mount namespace, so its mounts vanish with it."""
     return subprocess.run(["unshare", "-m", "bash", "-euc", script], env=env, cwd=str(cwd),
                           capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def one_thread_each(monkeypatch):
+    """Every process of a ranks test the same threads (tests/test_openrl_ranks.py,
+    tests/test_harl_ranks.py): the launcher would give one process all the cores and each of
+    N ranks 1/N of them, and CPU sums split over other threads round otherwise (by 1.6e-5
+    after HAPPO's update, Adam amplifying the smallest gradients)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")

@@ -24,14 +24,7 @@ from benchmarks.openrl_ranks import launch, options
 ATOL = 1e-6
 ENVS = 8  # the rollout's envs, split among the ranks
 
-
-
-@pytest.fixture(autouse=True)
-def one_thread_each(monkeypatch):
-    """Every process the same threads: the launcher would give one process all the cores and
-    each of N ranks 1/N of them, and CPU sums split over other threads round otherwise
-    (by 1.6e-5 after HAPPO's update here, Adam amplifying the smallest gradients)."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+pytestmark = pytest.mark.usefixtures("one_thread_each")  # (conftest)
 
 
 def weights(site, world, group=True, tensors=False):
