@@ -310,7 +310,7 @@ def main(argv=None):
     trees = _prepare(args.src, Path(args.trees) if args.trees else out)
     variants = tuple(v for v in VARIANTS if v in args.variants.split(","))
     cases = [("go1push_mid", obj, int(n)) for n in args.sizes.split(",") if n
-             for obj in args.objects.split(",")]
+             for obj in args.objects.split(",") if obj]
     if args.upper_size:
         cases.append(("go1push_upper", "cuboid", args.upper_size))
     rows, failures = [], []
@@ -359,15 +359,18 @@ def main(argv=None):
     if args.equivalence:
         import numpy as np
 
-        for obj in args.objects.split(","):
+        # the mid level per object, and the high level (patches 10 and 11) with --upper-size
+        tasks = [("go1push_mid", obj) for obj in args.objects.split(",") if obj] + \
+            ([("go1push_upper", "cuboid")] if args.upper_size else [])
+        for task, obj in tasks:
             traces = {}
             for name, variant, graph in (("pristine", "pristine", True),
                                          ("patched", "patched", True),
                                          ("patched_eager", "patched", False)):
-                case = {"tree": trees[variant], "variant": name, "task": "go1push_mid",
+                case = {"tree": trees[variant], "variant": name, "task": task,
                         "object": obj, "envs": args.equivalence_envs, "device": args.device,
                         "steps": args.equivalence, "graph_step": graph,
-                        "trace_file": str(out / ("trace-%s-%s.npz" % (obj, name)))}
+                        "trace_file": str(out / ("trace-%s-%s-%s.npz" % (task, obj, name)))}
                 result, error = _run_child(case, args.timeout)
                 if result is None:
                     failures.append({"case": case, "error": error})
@@ -375,7 +378,8 @@ def main(argv=None):
                 traces[name] = dict(result, data=np.load(case["trace_file"]))
             if len(traces) < 3:
                 continue
-            row = {"object": obj, "envs": args.equivalence_envs, "steps": args.equivalence,
+            row = {"task": task, "object": obj, "envs": args.equivalence_envs,
+                   "steps": args.equivalence, "successes": traces["patched"]["successes"],
                    "resets": traces["patched"]["resets"],
                    "graphed": traces["patched"]["graphed"],
                    "env_graphed": traces["patched"]["env_graphed"],
@@ -393,11 +397,12 @@ def main(argv=None):
                     row.setdefault("equal", True)
                     row["equal"] = row["equal"] and bool(np.allclose(a, b, **tol))
             equivalence.append(row)
-            print("mqe_step: equivalence %s: %s" % (obj, json.dumps(row)), file=sys.stderr,
-                  flush=True)
-            if not row["equal"] or not row["graphed"] or not row["env_graphed"] \
+            print("mqe_step: equivalence %s %s: %s" % (task, obj, json.dumps(row)),
+                  file=sys.stderr, flush=True)
+            mid = task == "go1push_mid"  # (the high level has no mid wrapper: no 07)
+            if not row["equal"] or (mid and not row["graphed"]) or not row["env_graphed"] \
                     or row["eager_graphed"]:
-                failures.append({"case": {"variant": "equivalence", "object": obj},
+                failures.append({"case": {"variant": "equivalence", "task": task, "object": obj},
                                  "error": "patched (graphed) differs from pristine or eager, "
                                           "or did not graph: %s" % json.dumps(row)})
     long_runs = {}

@@ -257,7 +257,7 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
 # -- which of MQE's step graphs (patches/mapush/07-09) this env replays -------------------
 # the graphs: where each lives (the mid wrapper, or MQE's env under it), its attribute, and
 # the env's method that says whether this task's path allows it (08: not with pushed robots
-# or received goals, as the high level's; 09: only the actuator net's control)
+# or sequential goals; the high level's received goals since 11; 09: the actuator net's only)
 GRAPHS = (("07", False, "_graph", None), ("08", True, "_core_graph", "_core_graph_allowed"),
           ("09", True, "_torques_graph", "_torques_graph_allowed"))
 

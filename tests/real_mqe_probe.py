@@ -305,6 +305,10 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
             forced += 1
         if task == "go1push_mid" and step in SUCCESS_STEPS:  # a success for env 0
             box_onto_target(env.env, 0)
+        if task == "go1push_upper" and step == UPPER_GOAL_REBIND:  # a new tensor, same values
+            env.set_target_pos(env.cfg.goal.received_final_pos.clone())
+        if task == "go1push_upper" and step in UPPER_GOAL_STEPS:  # a success for env 0
+            goal_onto_box(env, 0)
         if task == "go1push_mid" and step == REBIND_STEP:
             for name in REBOUND:  # as code outside MQE's step might: new tensors, same values
                 setattr(env.env, name, getattr(env.env, name).clone())
@@ -439,6 +443,20 @@ def box_onto_target(inner, i):
     world.root[box, 0:2] = world.root[target, 0:2]
     world.root[box, 3:7] = world.root[target, 3:7]
     world.root[box, 7:13] = 0.0
+
+
+# the high level's final goal, which MQE's check_termination reads from its config (patch
+# 11's graph reads a copy): a new tensor from UPPER_GOAL_REBIND on, as a caller's
+# set_target_pos may give, then moved onto env 0's box, so that a success runs through it
+UPPER_GOAL_REBIND = 60
+UPPER_GOAL_STEPS = (90, 200)
+
+
+def goal_onto_box(env, i):
+    """The high level's final goal of env i onto its box, in place (the config's tensor)."""
+    inner = env.env
+    box = inner.root_states_npc.reshape(inner.num_envs, inner.num_npcs, -1)[i, 0, :2]
+    env.cfg.goal.received_final_pos[i, :2] = box - inner.env_origins[i, :2]
 
 
 # the step before which a trace rebinds three of MQE's buffers that post_physics_step updates

@@ -80,7 +80,7 @@ def test_eager_graphs_say_why():
     switched = layers({"graph_step": True, "fast_step": False}, {"graph_step": True,
                                                                  "fast_step": False})
     assert set(step_record.graph_report(switched).values()) == {"eager: mqe_fast_step is false"}
-    # the high level: no mid wrapper (no 07), 08 not capturable with received goals
+    # a task whose path 08 cannot capture (pushed robots, sequential goals), no mid wrapper
     upper = layers({}, {"graph_step": True, "fast_step": True, "_torques_graph": object()})
     upper.env._core_graph_allowed = lambda: False
     report = step_record.graph_report(upper)
