@@ -17,7 +17,6 @@ from mapush.spec import MID, TASK_SET, UPPER, RunSpec
 from mapush.trainers import check_owned
 
 
-
 class MissingDependency(MapushError):
     exit_code = 3
 
@@ -246,7 +245,7 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
     args = build_args(spec, num_envs)
     env, env_cfg = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
         spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))
-    if not fast_step:  # the mid wrapper (patches/mapush/06, 07) and MQE's env (08)
+    if not fast_step:  # the wrappers (patches/mapush/06, 07, 10, 12) and MQE's env (08)
         for layer in (env, getattr(env, "env", None)):
             if "fast_step" in getattr(layer, "__dict__", {}):
                 layer.fast_step = False
@@ -254,11 +253,12 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
     return env, env_cfg
 
 
-# -- which of MQE's step graphs (patches/mapush/07-09) this env replays -------------------
-# the graphs: where each lives (the mid wrapper, or MQE's env under it), its attribute, and
-# the env's method that says whether this task's path allows it (08: not with pushed robots
-# or sequential goals; the high level's received goals since 11; 09: the actuator net's only)
-GRAPHS = (("07", False, "_graph", None), ("08", True, "_core_graph", "_core_graph_allowed"),
+# -- which of MQE's step graphs (patches/mapush/07-09, 12) this env replays ---------------
+# the graphs: where each lives (a wrapper, or MQE's env under it), its attribute, and the
+# wrapper's method it replays (07: the mid one's, 12: the high level's) or the env's method
+# saying whether this task's path allows it (08: no pushed robots or sequential goals; 09)
+GRAPHS = (("07", False, "_graph", "_step_tail"), ("12", False, "_graph", "_step_head"),
+          ("08", True, "_core_graph", "_core_graph_allowed"),
           ("09", True, "_torques_graph", "_torques_graph_allowed"))
 
 
@@ -286,7 +286,7 @@ def graph_report(env: Any) -> Dict[str, str]:
     for name, inner, attr, allowed in GRAPHS:
         layer = getattr(env, "env", None) if inner else env
         attrs = getattr(layer, "__dict__", {})
-        if "graph_step" not in attrs:
+        if "graph_step" not in attrs or not (inner or hasattr(type(layer), allowed)):
             continue
         failure = attrs.get("_graph_failure")
         if attrs.get(attr) is not None:
@@ -297,7 +297,7 @@ def graph_report(env: Any) -> Dict[str, str]:
             report[name] = "off: " + _plain(failure)
         elif not attrs["graph_step"]:
             report[name] = "eager: no CUDA graphs on the CPU pipeline"
-        elif allowed and not getattr(layer, allowed)():
+        elif inner and not getattr(layer, allowed)():
             report[name] = "eager: this task's path is not capturable"
         else:
             report[name] = "waiting"

@@ -29,7 +29,7 @@ n = int(os.environ["PROBE_ENVS"])
 
 def make(state_type="EP"):
     spec = RunSpec(algo="happo", task="go1push_mid", object="cuboid", num_envs=n, steps=1,
-                   seed=1, run_dir=".", sim_device="cpu", rl_device="cpu")
+                   seed=1, run_dir=os.path.dirname(os.path.abspath(out)), sim_device="cpu", rl_device="cpu")
     return MAPushHARLEnv({"task": spec.task, "spec": spec.to_dict(), "n_threads": n,
                           "seed": 1, "state_type": state_type})
 

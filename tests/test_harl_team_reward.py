@@ -18,7 +18,7 @@ from tests.conftest import REPO, double_env
 from tests.upstream import extract_harl
 
 PROBE = r"""
-import json, sys, types
+import json, os, sys, types
 from mapush import sim
 sim.import_isaacgym()
 import numpy as np, torch
@@ -41,7 +41,7 @@ class Recorder(object):
         self.calls.append([None if a is None else np.asarray(a).tolist() for a in args])
 
 spec = RunSpec(algo="happo", task="go1push_mid", object="cylinder", num_envs=n, steps=1,
-               seed=1, run_dir=".", sim_device="cpu", rl_device="cpu")
+               seed=1, run_dir=os.path.dirname(os.path.abspath(out)), sim_device="cpu", rl_device="cpu")
 env_args = {"task": spec.task, "spec": spec.to_dict(), "n_threads": n, "seed": 1,
             "state_type": state_type}
 if team != "default":

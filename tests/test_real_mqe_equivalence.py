@@ -49,9 +49,9 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
     fast, ours = trace(real_mqe, case, tmp_path / "fast.npz")
     off, switched_off = trace(real_mqe, case, tmp_path / "off.npz", MAPUSH_PROBE_FAST_STEP=0)
     upstream = upstream_trace(device_only, case, tmp_path_factory)
-    if case != "trace_upper":  # the mid wrapper carries the switch
-        assert fast["fast_step"] is True and off["fast_step"] is False
-        assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
+    # the wrapper (mid or high level) carries the switch
+    assert fast["fast_step"] is True and off["fast_step"] is False
+    assert fast["graphed"] is False  # no CUDA graph on the CPU: the eager step
     assert fast["env_graphed"] is False and fast["env_graph_step"] is False  # 08's, likewise
     assert fast["env_torques_graphed"] is False  # and 09's
     assert fast["env_fast_step"] is True and off["env_fast_step"] is False  # 08 has the switch
@@ -71,48 +71,57 @@ def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_
     bindings the capture saw, so an input that is rebound and that the patch fails to copy
     in is stale, as it would be in a graph. The high level gets 08's and 09's graphs (it has
     no mid wrapper); 08 reads its received final goal from a copy (patch 11), which the trace
-    rebinds and moves onto a box. benchmarks/mqe_step.py --equivalence checks the real graphs
-    on a GPU."""
+    rebinds and moves onto a box; 12 replays its wrapper's step up to MQE's (the command
+    net's input and call). benchmarks/mqe_step.py --equivalence checks the real graphs on a
+    GPU."""
     graphed, ours = trace(real_mqe, case, tmp_path / "graphed.npz", MAPUSH_PROBE_GRAPH="emulate")
     upstream = upstream_trace(device_only, case, tmp_path_factory)
     mid = case != "trace_upper"
     assert graphed["resets"] > 0
     assert graphed["successes"] > 0  # (the high level's: its goal onto the box, twice)
-    assert graphed["graphed"] is mid  # 07: the mid wrapper's step
+    assert graphed["graphed"] is True  # 07: the mid wrapper's step; 12: the high level's
     assert graphed["env_graphed"] is True  # 08: MQE's post_physics_step (the high level: 11)
     assert graphed["env_torques_graphed"] is True  # 09: its actuator control, likewise
     # nothing in the captured code reads the device back (a capture would fail there): on
-    # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not
+    # torch 1.13 an int repeat_interleave did (.item()), on torch 2 it does not; the high
+    # level's command net would, through torch.distributions' argument checks (12 turns
+    # them off while it captures)
     assert graphed["graph_syncs"] == {}
     # the run's record of its step (mapush/envs/step_record.py) reads the same
-    assert graphed["graph_report"] == dict(({"07": "captured"} if mid else {}), **{
-        "08": "captured", "09": "captured"})
+    assert graphed["graph_report"] == {"07" if mid else "12": "captured",
+                                       "08": "captured", "09": "captured"}
     assert_same_trace(ours, upstream)
 
 
-def test_a_refused_capture_runs_the_mid_step_eagerly_and_says_so(real_mqe, device_only,
-                                                                  tmp_path, tmp_path_factory):
+@pytest.mark.parametrize("case", ["trace_cuboid", "trace_upper"])
+def test_a_refused_capture_runs_the_step_eagerly_and_says_so(real_mqe, device_only, tmp_path,
+                                                             tmp_path_factory, case):
     """A capture that fails (a host sync in the captured code, as torch 1.13's
     repeat_interleave made one) leaves the step eager from then on, with one line, and the
-    same results; it does not stop the run."""
-    refused, ours = trace(real_mqe, "trace_cuboid", tmp_path / "refused.npz",
+    same results; it does not stop the run. The wrapper's graph: 07 (mid), 12 (high level,
+    captured on the first step, before 08's)."""
+    refused, ours = trace(real_mqe, case, tmp_path / "refused.npz",
                           MAPUSH_PROBE_GRAPH="refuse")
-    upstream = upstream_trace(device_only, "trace_cuboid", tmp_path_factory)
+    upstream = upstream_trace(device_only, case, tmp_path_factory)
     assert refused["graphed"] is False and refused["graph_step"] is False
     assert refused["env_graphed"] is False and refused["env_graph_step"] is False
     lines = [l for l in refused["stderr"].splitlines() if "CUDA graph" in l]
     assert refused["env_torques_graphed"] is False
-    assert lines == ["mapush: MQE's step runs without its CUDA graphs (patches/mapush/08, 09): "
-                     "capturing its post_physics_step (patches/mapush/08) failed: called a "
-                     "synchronizing CUDA operation (refused by the test)",
-                     "mapush: the mid step runs without its CUDA graph (patches/mapush/07): "
-                     "the capture failed: called a synchronizing CUDA operation (refused by "
-                     "the test)"], refused["stderr"][-2000:]
+    env_line = ("mapush: MQE's step runs without its CUDA graphs (patches/mapush/08, 09): "
+                "capturing its post_physics_step (patches/mapush/08) failed: called a "
+                "synchronizing CUDA operation (refused by the test)")
+    failed = ": the capture failed: called a synchronizing CUDA operation (refused by the test)"
+    mid = case != "trace_upper"
+    assert lines == ([env_line, "mapush: the mid step runs without its CUDA graph "
+                      "(patches/mapush/07)" + failed] if mid else
+                     ["mapush: the high level's step runs without its CUDA graph "
+                      "(patches/mapush/12)" + failed, env_line]), refused["stderr"][-2000:]
     # the run's record names the graph that failed first and why, in plain words
     off = "off: a host sync or copy inside the capture (_capture_region)"
-    assert refused["graph_report"] == {
-        "07": "off: a host sync or copy inside the capture (_capture_step_tail)",
-        "08": off, "09": off}, refused["graph_report"]
+    wrapper = "off: a host sync or copy inside the capture (%s)" % (
+        "_capture_step_tail" if mid else "_capture_step_head")
+    assert refused["graph_report"] == {"07" if mid else "12": wrapper, "08": off, "09": off}, \
+        refused["graph_report"]
     assert_same_trace(ours, upstream)
 
 

@@ -187,6 +187,9 @@ def test_upper_trains_with_the_published_command_net_over_real_mqe(real_mqe, tmp
     assert checkpoint_metas(run)[-1]["step"] == steps
     # training never plans with RRT (patches/mapush/04: only evaluation asks)
     assert "RRT: planned" not in proc.stderr
+    # the record names the high level's wrapper graph (patches/mapush/12), not the mid one's
+    assert json.loads((run / "step.json").read_text())["graphs"] == dict.fromkeys(
+        ["12", "08", "09"], "eager: no CUDA graphs on the CPU pipeline")
 
 
 def test_command_net_of_another_object_is_refused_for_the_upper_task(real_mqe, tmp_path):

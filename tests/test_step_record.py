@@ -1,4 +1,4 @@
-"""Which of MQE's step graphs a run replays (patches/mapush/07-09), in its record
+"""Which of MQE's step graphs a run replays (patches/mapush/07-09, 12), in its record
 (mapush/envs/step_record.py): the state of each graph read from the env, one plain line
 for a capture that failed, step.json written once the captures have had their steps, and
 the env's step as before. Over real MQE: tests/test_real_mqe_train.py and
@@ -38,12 +38,22 @@ RuntimeError: CUDA error: operation not permitted when stream is capturing
 """
 
 
-def layers(mid=None, env=None):
-    """An env as the patched tree builds it: the mid wrapper's attributes over MQE's env's."""
+class MidWrapper(types.SimpleNamespace):
+    def _step_tail(self):  # what patch 07's graph replays: the mid wrapper's
+        raise AssertionError("not called")
+
+
+class UpperWrapper(types.SimpleNamespace):
+    def _step_head(self):  # what patch 12's graph replays: the high level's wrapper's
+        raise AssertionError("not called")
+
+
+def layers(mid=None, env=None, wrapper=MidWrapper):
+    """An env as the patched tree builds it: a wrapper's attributes over MQE's env's."""
     inner = types.SimpleNamespace(**(env or {}))
     inner._core_graph_allowed = lambda: True
     inner._torques_graph_allowed = lambda: True
-    return types.SimpleNamespace(env=inner, **(mid or {}))
+    return wrapper(env=inner, **(mid or {}))
 
 
 def test_each_graph_is_read_from_the_env_and_a_failure_is_one_plain_line():
@@ -71,6 +81,20 @@ def test_each_graph_is_read_from_the_env_and_a_failure_is_one_plain_line():
         "off: a host sync or copy inside the capture (_step_tail)"
 
 
+def test_the_high_levels_wrapper_graph_is_12_not_07():
+    """The high level's wrapper keeps its graph (patch 12) under the same attribute as the
+    mid wrapper's (07): the report names it by the code it replays."""
+    upper = layers({"graph_step": True, "fast_step": True, "_graph": object()},
+                   {"graph_step": True, "fast_step": True, "_core_graph": object(),
+                    "_torques_graph": object()}, wrapper=UpperWrapper)
+    report = step_record.graph_report(upper)
+    assert report == dict.fromkeys(["12", "08", "09"], "captured")
+    assert step_record.describe(report) == "MQE's step: graphs 12, 08, 09 captured"
+    waiting = layers({"graph_step": True, "fast_step": True}, {"graph_step": True,
+                     "fast_step": True}, wrapper=UpperWrapper)
+    assert step_record.graph_report(waiting) == dict.fromkeys(["12", "08", "09"], "waiting")
+
+
 def test_eager_graphs_say_why():
     cpu = layers({"graph_step": False, "fast_step": True}, {"graph_step": False,
                                                             "fast_step": True})
@@ -80,7 +104,7 @@ def test_eager_graphs_say_why():
     switched = layers({"graph_step": True, "fast_step": False}, {"graph_step": True,
                                                                  "fast_step": False})
     assert set(step_record.graph_report(switched).values()) == {"eager: mqe_fast_step is false"}
-    # a task whose path 08 cannot capture (pushed robots, sequential goals), no mid wrapper
+    # a task whose path 08 cannot capture (pushed robots, sequential goals), no wrapper graph
     upper = layers({}, {"graph_step": True, "fast_step": True, "_torques_graph": object()})
     upper.env._core_graph_allowed = lambda: False
     report = step_record.graph_report(upper)
@@ -90,7 +114,7 @@ def test_eager_graphs_say_why():
     assert step_record.short(None) == "-" and step_record.short({"graphs": "x"}) == "-"
 
 
-class Env(object):
+class Env(MidWrapper):
     """A patched env whose graphs are captured on its 2nd step."""
 
     def __init__(self):

@@ -1,6 +1,6 @@
-"""Which of MQE's step graphs a run replays (patches/mapush/07-09), in its record.
+"""Which of MQE's step graphs a run replays (patches/mapush/07-09, 12), in its record.
 
-Patches 07, 08 and 09 replay parts of MQE's step as CUDA graphs, and fall back to the eager
+Patches 07, 08, 09 and 12 replay parts of MQE's step as CUDA graphs, and fall back to the eager
 step (the same results, slower) when a capture fails. Which happened is part of what ran:
 :func:`watch` waits the few steps the captures take, then writes ``<run>/step.json`` and
 says one line on stderr, before the first progress line; ``mapush runs`` and the report
@@ -13,7 +13,7 @@ from mapush.common.atomic import write_json
 from mapush.sim import graph_report
 
 STEP_RECORD = "step.json"
-# 07 captures on the 2nd step, 08 on its 2nd call, 09 on its 9th (4 physics substeps a step)
+# 12 captures on the 1st step, 07 on the 2nd, 08 on its 2nd call, 09 on its 9th (4 substeps)
 SETTLED_AFTER = 5
 
 
