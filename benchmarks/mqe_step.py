@@ -359,7 +359,7 @@ def main(argv=None):
     if args.equivalence:
         import numpy as np
 
-        # the mid level per object, and the high level (patches 10 and 11) with --upper-size
+        # the mid level per object, and the high level (patches 10-12) with --upper-size
         tasks = [("go1push_mid", obj) for obj in args.objects.split(",") if obj] + \
             ([("go1push_upper", "cuboid")] if args.upper_size else [])
         for task, obj in tasks:
@@ -399,8 +399,8 @@ def main(argv=None):
             equivalence.append(row)
             print("mqe_step: equivalence %s %s: %s" % (task, obj, json.dumps(row)),
                   file=sys.stderr, flush=True)
-            mid = task == "go1push_mid"  # (the high level has no mid wrapper: no 07)
-            if not row["equal"] or (mid and not row["graphed"]) or not row["env_graphed"] \
+            # graphed: the mid wrapper's step (07) or the high level's wrapper's (12)
+            if not row["equal"] or not row["graphed"] or not row["env_graphed"] \
                     or row["eager_graphed"]:
                 failures.append({"case": {"variant": "equivalence", "task": task, "object": obj},
                                  "error": "patched (graphed) differs from pristine or eager, "
