@@ -208,8 +208,9 @@ def test_upper_tensors_follow_the_env_device(trees, device):
     (assign,) = statements(reset_targets, lambda n: target_is(n, "new_positions"))
     namespace = run_statement(assign, {"self": this, "torch": torch, "env_ids": [0, 2]})
     assert namespace["new_positions"].device == torch.device(device)
-    step = function(patched / UPPER, "step", "Go1PushUpperWrapper")
-    # upstream's path (patches/mapush/10's fast one keeps the net's tensor on its device)
+    # the step's part before MQE's (patches/mapush/12 made it _step_head); upstream's path
+    # (patches/mapush/10's fast one keeps the net's tensor on its device)
+    step = function(patched / UPPER, "_step_head", "Go1PushUpperWrapper")
     (scaled,) = statements(step, lambda n: target_is(n, "command_action")
                            and "from_numpy(0.5 * command_action)" in unparse(n))
     namespace = run_statement(scaled, {"self": this, "torch": torch,
