@@ -62,8 +62,8 @@ def test_patched_mqe_steps_as_upstream_does(real_mqe, device_only, tmp_path,
 
 
 @pytest.mark.parametrize("case", ["trace_cuboid", "trace_cylinder", "trace_upper"])
-def test_the_graphed_mid_step_steps_as_upstream_does(real_mqe, device_only, tmp_path,
-                                                      tmp_path_factory, case):
+def test_the_graphed_step_steps_as_upstream_does(real_mqe, device_only, tmp_path,
+                                                  tmp_path_factory, case):
     """patches/mapush/07 replays the mid wrapper's step as a CUDA graph, 08 the middle of
     MQE's post_physics_step and 09 its actuator control; each reads its inputs from the
     tensors it was captured with. On the CPU the capture is emulated
