@@ -639,11 +639,12 @@ def case_calculator(n):
             "max_episode_length": int(env.max_episode_length), "dt": float(env.dt)}
 
 
-def case_shadow(n, broken=None):
+def case_shadow(n, broken=None, task="go1push_mid"):
     """Child A of ``mapush doctor --check-step`` (step_check.trace, the fast step) with the
     CUDA graphs emulated on the CPU: the first replays of each graph checked against eager
     runs of its region. ``broken`` "09" drops ``actions`` from patch 09's carry: its graph
-    then reads the actions it was captured with, a stale input."""
+    then reads the actions it was captured with, a stale input; "12" drops patch 12's copy of
+    the step's action into its graph's input (the line, from the patched source), likewise."""
     import os
     import tempfile
 
@@ -657,9 +658,20 @@ def case_shadow(n, broken=None):
         if broken == "09":
             cls = type(env.env)
             cls._TORQUES_CARRY = tuple(k for k in cls._TORQUES_CARRY if k != "actions")
+        if broken == "12":
+            import inspect
+            import textwrap
+
+            cls = type(env)
+            source = textwrap.dedent(inspect.getsource(cls._graphed_step_head))
+            copy_in = '    g["in"]["action"].copy_(action)\n'
+            assert source.count(copy_in) == 1, source
+            found = {}
+            exec(source.replace(copy_in, ""), vars(sys.modules[cls.__module__]), found)
+            cls._graphed_step_head = found["_graphed_step_head"]
 
     with tempfile.TemporaryDirectory() as tmp:
-        job = {"object": "cuboid", "envs": n, "steps": 30, "device": "cpu", "fast_step": True,
+        job = {"task": task, "object": "cuboid", "envs": n, "steps": 30, "device": "cpu", "fast_step": True,
                "run_dir": tmp, "out": os.path.join(tmp, "A.npz")}
         return step_check.trace(job, made)
 
@@ -683,6 +695,8 @@ CASES = {
     "push_still": lambda n: case_push(n, 200, still=True),
     "walk_still": lambda n: case_walk(n, 0.0),
     "shadow_broken_09": lambda n: case_shadow(n, "09"),
+    "shadow_upper": lambda n: case_shadow(n, task="go1push_upper"),
+    "shadow_upper_broken_12": lambda n: case_shadow(n, "12", "go1push_upper"),
 }
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.real_mqe
 SIZE = ["--check-step-envs", 4, "--check-step-steps", 40]
 
 
-def doctor(real, tmp, tree=None):
+def doctor(real, tmp, tree=None, task="go1push_mid"):
     env = real_env(dict(real, tree=tree or real["tree"]), MAPUSH_CACHE_DIR=tmp / "cache")
-    return run_mapush(["doctor", "--check-step", "--sim-device", "cpu", "--rl-device", "cpu"]
-                      + SIZE, env, cwd=tmp, timeout=600)
+    return run_mapush(["doctor", "--check-step", "--sim-device", "cpu", "--rl-device", "cpu",
+                       "--task", task] + SIZE, env, cwd=tmp, timeout=600)
 
 
 def verdict(tmp):
@@ -37,18 +37,23 @@ def step_line(proc, status):
     return lines[0]
 
 
-def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, tmp_path):
-    proc = doctor(real_mqe, tmp_path)
+@pytest.mark.parametrize("task,level,wrapper", [
+    ("go1push_mid", "the fast step", "07"),
+    ("go1push_upper", "the high level's fast step", "12")])
+def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, tmp_path, task,
+                                                                     level, wrapper):
+    proc = doctor(real_mqe, tmp_path, task=task)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     line = step_line(proc, "ok")
-    assert "the fast step equals upstream's over 40 steps at 4 envs" in line
+    assert "%s equals upstream's over 40 steps at 4 envs" % level in line
     assert line.rstrip().endswith(" s")  # its cost
     record = verdict(tmp_path)
     assert record["passed"] is True and record["first_difference"] is None
     assert record["physx_repeats_itself"] is True  # the stand-in's physics is deterministic
-    assert record["graphs"] == dict.fromkeys(["07", "08", "09"],
+    assert record["graphs"] == dict.fromkeys([wrapper, "08", "09"],
                                              "eager: no CUDA graphs on the CPU pipeline")
     assert record["machine"]["patches"]  # the key covers the patches applied
+    assert record["task"] == record["machine"]["task"] == task  # and the level checked
 
 
 def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch):
@@ -108,3 +113,20 @@ def test_the_first_replays_of_each_graph_equal_an_eager_run_and_a_stale_input_do
     assert (found["graph"], found["replay"]) == ("09", 4) and found["elements"] > 0
     record = {"passed": False, "replay_difference": found, "graphs": bad["graphs"]}
     assert step_check.line(record).startswith("graph 09's replay 4 differs from an eager run")
+
+
+def test_the_high_levels_first_replays_are_checked_too_and_a_stale_input_fails(real_mqe):
+    """The high level's wrapper graph (patches/mapush/12) is checked as 07 is: its first
+    replays each equal an eager run of its region (graphs emulated on the CPU); with the
+    step's action no longer copied in, its first replay reads the one it was captured with,
+    and differs."""
+    proc, good = probe(real_mqe, "shadow_upper", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert good["graphs"] == dict.fromkeys(["12", "08", "09"], "captured")
+    assert good["replays_checked"] == dict.fromkeys(["12", "08", "09"],
+                                                    step_check.SHADOW_REPLAYS)
+    assert good["replay_difference"] is None
+    proc, bad = probe(real_mqe, "shadow_upper_broken_12", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = bad["replay_difference"]
+    assert (found["graph"], found["replay"]) == ("12", 1) and found["elements"] > 0, found

@@ -34,10 +34,12 @@ def checks(monkeypatch, tmp_path):
     monkeypatch.setenv("MAPUSH_ROOT", str(DOUBLE_ROOT))  # the object config write_config copies
     seen = {"calls": [], "passed": True}
 
-    def fake_run(device, machine, obj="cuboid", envs=step_check.ENVS, steps=step_check.STEPS):
-        seen["calls"].append((device, machine))
-        key, what = step_check.machine_key(machine)
+    def fake_run(device, machine, task, obj="cuboid", envs=step_check.ENVS,
+                 steps=step_check.STEPS):
+        seen["calls"].append((device, machine, task))
+        key, what = step_check.machine_key(machine, task)
         record = {"passed": seen["passed"], "key": key, "machine": what, "steps": steps,
+                  "task": task,
                   "envs": envs, "resets": 3, "seconds": 26.0, "graphs": {"07": "captured"},
                   "checked": "2026-11-26T10:00:00Z",
                   "first_difference": None if seen["passed"] else
@@ -71,6 +73,14 @@ def test_the_check_runs_once_per_machine_and_a_pass_keeps_the_fast_step(checks, 
     other = GpuFacts.from_dict(dict(FACTS, driver_version="535.104.05"))
     train.check_step(spec, other, preflight=True)
     assert len(checks["calls"]) == 2
+    # the high level's step (its wrapper's graph is 12, not 07) is checked on its own, the
+    # first time a run of it starts; the mid level's verdict does not answer for it
+    upper = spec.with_changes(task="go1push_upper")
+    _, record = train.check_step(upper, facts(), preflight=True)
+    assert [call[2] for call in checks["calls"]] == ["go1push_mid"] * 2 + ["go1push_upper"]
+    assert "the high level's fast step equals upstream's" in record["line"]
+    train.check_step(upper, facts(), preflight=True)
+    assert len(checks["calls"]) == 3
 
 
 @pytest.mark.parametrize("algo,path", [("ppo", ["mqe_fast_step"]),

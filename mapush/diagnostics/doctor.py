@@ -5,7 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -64,6 +64,7 @@ class Options:
     object: Optional[str] = None
     video: bool = False
     check_step: bool = False
+    task: str = MID  # the level whose step --check-step checks
     check_step_envs: int = step_check.ENVS
     check_step_steps: int = step_check.STEPS
 
@@ -399,7 +400,7 @@ def check_step(opts: Options, facts: Optional[GpuFacts], checks: List[Check]) ->
     machine = step_check.machine(opts.sim_device, facts)
     print("doctor: checking MQE's fast step against upstream's on %s (three short "
           "simulations)..." % opts.sim_device, file=sys.stderr, flush=True)
-    record = step_check.run(opts.sim_device, machine, obj=opts.object or "cuboid",
+    record = step_check.run(opts.sim_device, machine, opts.task, obj=opts.object or "cuboid",
                             envs=opts.check_step_envs, steps=opts.check_step_steps)
     if record.get("passed") is None:
         return Check("step", FAIL, step_check.line(record), "mapush doctor (the other checks) "
@@ -443,28 +444,26 @@ def preflight(spec: RunSpec) -> Tuple[List[Check], Optional[GpuFacts]]:
     return checks, facts
 
 
-def step_verdict(device: str, facts: Optional[GpuFacts]) -> Dict[str, Any]:
+def step_verdict(device: str, facts: Optional[GpuFacts], task: str) -> Dict[str, Any]:
     """This machine's verdict on MQE's fast step, for a new run on ``device`` (a GPU): the
     cached one, or, the first time for this GPU, driver, torch, image and patches, the
     check's (``mapush doctor --check-step``), run now while other runs wait for it."""
     machine = step_check.machine(device, facts)
-    key, _what = step_check.machine_key(machine)
+    key, _what = step_check.machine_key(machine, task)
     with step_check.held(key):
         record = step_check.cached(key)
         if record is None:
             print("mapush: the first run on this GPU with this stack: checking MQE's fast step "
                   "against upstream's once (three short simulations; `mapush doctor "
                   "--check-step` reruns it)...", file=sys.stderr, flush=True)
-            record = step_check.run(device, machine)
+            record = step_check.run(device, machine, task)
     return dict(record, cache=str(step_check.cache_file(key)))
 
 
 def main(args: Any) -> int:
-    opts = Options(num_envs=args.num_envs, sim_device=args.sim_device, rl_device=args.rl_device,
-                   object=getattr(args, "object", None), video=getattr(args, "video", False),
-                   check_step=getattr(args, "check_step", False),
-                   check_step_envs=getattr(args, "check_step_envs", step_check.ENVS),
-                   check_step_steps=getattr(args, "check_step_steps", step_check.STEPS))
+    # the doctor's options as given; what a caller's namespace lacks keeps Options' default
+    opts = Options(**{f.name: getattr(args, f.name) for f in fields(Options)
+                      if hasattr(args, f.name)})
     checks, facts = run_checks(opts)
     if getattr(args, "json", False):
         print(json.dumps(report(checks, facts, opts), indent=2, sort_keys=True, default=str))

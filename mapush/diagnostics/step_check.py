@@ -1,5 +1,5 @@
-"""``mapush doctor --check-step``: MQE's fast step (patches/mapush/06-09, their CUDA graphs
-included) against upstream's step, on this machine's GPU with its real PhysX.
+"""``mapush doctor --check-step [--task T]``: one level's fast step (patches/mapush/06-12, its
+CUDA graphs: 07 or 12, 08, 09) against upstream's step, on this GPU with its real PhysX.
 
 Three children (Isaac Gym allows one simulation per process) run the same seeded scenario:
 A as shipped (the fast step, graphs on), B with ``mqe_fast_step`` false (upstream's step) and
@@ -8,7 +8,7 @@ observations, rewards, dones, ``finished_buf``, the joints' positions and the ro
 NPCs' root states. A passes where it equals B (within float32 rounding: RTOL, ATOL below)
 wherever B equals C, and stays within B-C's spread where they part. The verdict, its cost
 and A's graphs (which were captured) are printed and cached per machine (GPU, driver, torch,
-image, patches), under ``MAPUSH_CACHE_DIR`` (default ``~/.cache/mapush``)."""
+image, patches, level), under ``MAPUSH_CACHE_DIR`` (default ``~/.cache/mapush``)."""
 import contextlib
 import fcntl
 import hashlib
@@ -24,6 +24,7 @@ from mapush.common.atomic import write_json
 from mapush.common.files import read_regular
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.proc import Supervisor
+from mapush.spec import MID, UPPER, UPPER_OBJECT
 
 ENVS, STEPS, SEED, ACTION_SEED = 64, 150, 3, 7
 VARIANTS = (("A", True), ("B", False), ("C", False))  # (name, fast step)
@@ -42,45 +43,48 @@ RTOL, ATOL = 1e-5, 1e-6
 # In A, the first replays of each captured graph also run its region eagerly on the same
 # state (cloned first, restored after) and the two results are compared: a stale input or a
 # race shows there whatever PhysX does. The RNG state is restored too, so A's run is the
-# run it would have been without the check. 07 and 08 replay once a step, 09 once a physics
-# substep (4 a step): 12 replays span 3 steps of 09, whose first replays share the step (and
-# so the actions) of its capture.
+# run it would have been without the check. 07, 12 and 08 replay once a step, 09 once a
+# physics substep (4 a step): 12 replays span 3 steps of 09, whose first replays share the
+# step (and so the actions) of its capture.
 SHADOW_REPLAYS = 12
-GRAPH_KEYS = {"_core_graph": "08", "_torques_graph": "09"}  # LeggedRobot._graphed's keys
 
 
 class Shadow(object):
-    """Wraps the graphed entry points of an env's layers (the mid wrapper's 07, MQE's env's
-    08 and 09) so that their first ``replays`` replays are each compared with an eager run
-    of the same region on the same state. ``found``: the first difference, if any."""
+    """Wraps the graphed entry points of an env's layers (the wrapper's 07 or 12, MQE's
+    env's 08 and 09) so that their first ``replays`` replays are each compared with an eager
+    run of the same region on the same state. ``checked``: replays checked per graph;
+    ``found``: the first difference, if any."""
 
     def __init__(self, env: Any, replays: int = SHADOW_REPLAYS) -> None:
+        from mapush.sim import GRAPHS  # (graph, in MQE's env, its attribute, the method)
+
         self.layers = [layer for layer in (env, getattr(env, "env", None)) if layer is not None]
-        self.left = dict.fromkeys(("07", "08", "09"), replays)
+        self.replays, self.checked = replays, {}  # type: int, Dict[str, int]
         self.found = None  # type: Optional[Dict[str, Any]]
-        attrs = vars(env)
-        if "_graphed_step_tail" in dir(env) and "graph_step" in attrs:  # patch 07
-            graphed = env._graphed_step_tail
-            env._graphed_step_tail = lambda *a: self.check(
-                "07", attrs.get("_graph") is not None, lambda: env._step_tail(*a),
-                lambda: graphed(*a))
+        for graph, in_env, _attr, region in GRAPHS:  # patch 07 (mid) or 12 (high level)
+            if not in_env and "_graphed" + region in dir(env) and "graph_step" in vars(env):
+                self._wrap(env, graph, region)
         inner = getattr(env, "env", None)
         if inner is not None and "_graphed" in dir(inner):  # patches 08 and 09
-            region = inner._graphed
+            region, names = inner._graphed, {attr: g for g, in_env, attr, _ in GRAPHS if in_env}
+            self.checked.update(dict.fromkeys(names.values(), 0))
 
-            def checked(key: str, *rest: Any) -> Any:
-                return self.check(GRAPH_KEYS.get(key, key), getattr(inner, key, None) is not None,
+            def hooked(key: str, *rest: Any) -> Any:  # key: LeggedRobot._graphed's
+                return self.check(names.get(key, key), getattr(inner, key, None) is not None,
                                   rest[1], lambda: region(key, *rest))
-            inner._graphed = checked
+            inner._graphed = hooked
 
-    @property
-    def checked(self) -> Dict[str, int]:
-        return {k: SHADOW_REPLAYS - v for k, v in self.left.items()}
+    def _wrap(self, env: Any, graph: str, region: str) -> None:
+        self.checked[graph] = 0
+        graphed = getattr(env, "_graphed" + region)
+        setattr(env, "_graphed" + region, lambda *a: self.check(
+            graph, vars(env).get("_graph") is not None, lambda: getattr(env, region)(*a),
+            lambda: graphed(*a)))
 
     def check(self, graph: str, captured: bool, eager: Any, replay: Any) -> Any:
-        if not captured or self.left.get(graph, 0) <= 0:
+        if not captured or self.checked.get(graph, self.replays) >= self.replays:
             return replay()
-        self.left[graph] -= 1
+        self.checked[graph] += 1
         import torch
 
         saved = [(layer, dict(vars(layer)), self._values(layer)) for layer in self.layers]
@@ -154,11 +158,11 @@ class Shadow(object):
                 continue
             e, g = (torch.as_tensor(x).detach().cpu().double() for x in (e, g))
             if e.shape != g.shape:
-                return {"graph": graph, "replay": SHADOW_REPLAYS - self.left[graph], "array": name,
+                return {"graph": graph, "replay": self.checked[graph], "array": name,
                         "elements": -1, "max_abs_diff": float("inf")}
             off = ~torch.isclose(e, g, rtol=RTOL, atol=ATOL, equal_nan=True)
             if bool(off.any()):
-                return {"graph": graph, "replay": SHADOW_REPLAYS - self.left[graph], "array": name,
+                return {"graph": graph, "replay": self.checked[graph], "array": name,
                         "elements": int(off.sum()),
                         "max_abs_diff": float((e - g).abs()[off].nan_to_num(float("inf")).max())}
         return None
@@ -176,10 +180,12 @@ def trace(job: Dict[str, Any], made: Any = None) -> Dict[str, Any]:
     import numpy as np
     import torch
 
-    from mapush.spec import MID, RunSpec
+    from mapush.spec import RunSpec
     from mapush.trainers import DEFAULT_ALGO
 
-    spec = RunSpec(algo=DEFAULT_ALGO, task=MID, object=job["object"], num_envs=job["envs"], steps=1,
+    task = job.get("task", MID)
+    spec = RunSpec(algo=DEFAULT_ALGO, task=task, object=job["object"] if task == MID else
+                   UPPER_OBJECT, num_envs=job["envs"], steps=1,
                    seed=SEED, run_dir=job["run_dir"], sim_device=job["device"],
                    rl_device=job["device"])
     env, _ = sim.make_env(spec, fast_step=job["fast_step"])
@@ -191,8 +197,8 @@ def trace(job: Dict[str, Any], made: Any = None) -> Dict[str, Any]:
     env.reset()
     found = {name: [] for name in TRACED}  # type: Dict[str, List[Any]]
     for _ in range(job["steps"]):
-        action = torch.rand(job["envs"], env.num_agents, env.action_space.shape[0],
-                            generator=gen) * 2 - 1
+        action = torch.rand(job["envs"], env.num_agents if task == MID else 1,  # sub-goals
+                            env.action_space.shape[0], generator=gen) * 2 - 1
         obs, reward, done, _info = env.step(action.to(job["device"]))
         for name, value in (("obs", obs), ("reward", reward), ("done", done),
                             ("finished", inner.finished_buf), ("dof_pos", inner.dof_pos),
@@ -216,15 +222,15 @@ def machine(device: str, facts: Optional[GpuFacts]) -> Dict[str, Any]:
             "torch": facts.torch_version if facts else None}
 
 
-def machine_key(facts: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
+def machine_key(facts: Dict[str, Any], task: str) -> Tuple[str, Dict[str, Any]]:
     """The cache key of this machine and stack: GPU, driver, torch (whose TorchScript fuser
-    decides Isaac Gym's rounding), image digest, patches applied."""
+    decides Isaac Gym's rounding), image digest, patches applied; and the level checked."""
     from mapush.provenance import provenance
 
     patches = [{"component": p.get("component"), "patches": p.get("patches")}
                for p in provenance().get("patches", []) if isinstance(p, dict)]
     what = {"gpu": facts.get("gpu"), "driver": facts.get("driver"), "torch": facts.get("torch"),
-            "image": os.environ.get("MAPUSH_IMAGE_DIGEST"), "patches": patches}
+            "image": os.environ.get("MAPUSH_IMAGE_DIGEST"), "patches": patches, "task": task}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode())
     return digest.hexdigest()[:16], what
 
@@ -252,11 +258,8 @@ def held(key: str) -> Iterator[None]:
     path = cache_file(key).with_suffix(".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(str(path), "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 def compare(a: Dict[str, Any], b: Dict[str, Any], c: Dict[str, Any]) -> Dict[str, Any]:
@@ -283,18 +286,18 @@ def compare(a: Dict[str, Any], b: Dict[str, Any], c: Dict[str, Any]) -> Dict[str
     return {"array": None, "spread_steps": spread_steps, "max_abs_diff_within_rounding": rounding}
 
 
-def run(device: str, facts: Dict[str, Any], obj: str = "cuboid", envs: int = ENVS,
+def run(device: str, facts: Dict[str, Any], task: str, obj: str = "cuboid", envs: int = ENVS,
         steps: int = STEPS) -> Dict[str, Any]:
     """The three children, their comparison, the verdict (cached)."""
     import numpy as np
 
-    key, what = machine_key(facts)
+    key, what = machine_key(facts, task)
     started = time.monotonic()
     results, traces = {}, {}
     with tempfile.TemporaryDirectory(prefix="mapush-step-check-") as tmp, \
             Supervisor("doctor --check-step", "stopping the check", grace_s=10) as sup:
         for name, fast in VARIANTS:
-            job = {"object": obj, "envs": envs, "steps": steps, "device": device,
+            job = {"task": task, "object": obj, "envs": envs, "steps": steps, "device": device,
                    "fast_step": fast, "run_dir": tmp, "out": os.path.join(tmp, name + ".npz")}
             job_file = os.path.join(tmp, name + ".json")
             write_json(job_file, job)
@@ -314,7 +317,7 @@ def run(device: str, facts: Dict[str, Any], obj: str = "cuboid", envs: int = ENV
               "replays_checked": results["A"].get("replays_checked"),
               "graphs": results["A"]["graphs"],
               "resets": results["A"]["resets"], "envs": envs, "steps": steps, "object": obj,
-              "device": device, "seconds": round(time.monotonic() - started, 1),
+              "task": task, "device": device, "seconds": round(time.monotonic() - started, 1),
               "physx_repeats_itself": first["spread_steps"] == 0, "key": key,
               "max_abs_diff_within_rounding": first.get("max_abs_diff_within_rounding"),
               "tolerance": {"rtol": RTOL, "atol": ATOL},
@@ -328,16 +331,16 @@ def line(record: Dict[str, Any]) -> str:
     if record.get("passed") is None:
         return "could not run: %s" % record.get("error")
     graphs = record.get("graphs") or {}
+    level = "the high level's fast step" if record.get("task") == UPPER else "the fast step"
     captured = [k for k, v in graphs.items() if v == "captured"]
-    where = "graphs %s captured" % ", ".join(captured) if captured else \
-        "no step graph captured"
+    where = "graphs %s captured" % ", ".join(captured) if captured else "no step graph captured"
     checked = sorted(k for k, v in (record.get("replays_checked") or {}).items() if v)
     if checked:
         where += ", each of the first replays of %s equal to its eager run" % ", ".join(checked)
     if record["passed"]:
-        return ("the fast step equals upstream's over %d steps at %d envs (%s; %d episode "
-                "ends) in %.0f s" % (record["steps"], record["envs"], where, record["resets"],
-                                     record["seconds"]))
+        return ("%s equals upstream's over %d steps at %d envs (%s; %d episode ends) in "
+                "%.0f s" % (level, record["steps"], record["envs"], where, record["resets"],
+                            record["seconds"]))
     replayed = record.get("replay_difference")
     if replayed:
         return ("graph %s's replay %d differs from an eager run of its region on the same "
@@ -345,8 +348,8 @@ def line(record: Dict[str, Any]) -> str:
                 % (replayed["graph"], replayed["replay"], replayed["array"],
                    replayed["elements"], replayed["max_abs_diff"]))
     diff = record["first_difference"]
-    return ("the fast step differs from upstream's: %s at step %d (%d elements, by up to %.3g; "
-            "%s)" % (diff["array"], diff["step"], diff["elements"], diff["max_abs_diff"], where))
+    return ("%s differs from upstream's: %s at step %d (%d elements, by up to %.3g; %s)"
+            % (level, diff["array"], diff["step"], diff["elements"], diff["max_abs_diff"], where))
 
 
 if __name__ == "__main__":  # the child: python -m mapush.diagnostics.step_check JOB OUT
@@ -354,6 +357,4 @@ if __name__ == "__main__":  # the child: python -m mapush.diagnostics.step_check
 
     job_spec = json.loads(Path(sys.argv[1]).read_text())
     write_json(sys.argv[2], trace(job_spec))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    leave(0)
+    leave(0)  # (it flushes stdout and stderr)

@@ -62,8 +62,8 @@ OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.
 
 def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool
                ) -> Tuple[RunSpec, Dict[str, Any]]:
-    """A new run on a GPU with MQE's fast step on (patches/mapush/06-09) runs it only where
-    this machine's verdict passed (``mapush doctor --check-step``, cached per machine, run
+    """A new run on a GPU with MQE's fast step on (patches/mapush/06-12) runs it only where
+    this machine's verdict on its level passed (``mapush doctor --check-step``, cached, run
     here the first time). A failed verdict turns it off for the run, with the trainer's key
     set false in its overrides.yaml; a verdict that could not be reached leaves it on. The
     record (config.json's ``step_check``) says which, and why."""
@@ -76,7 +76,7 @@ def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool
                       "line": "not run: no CUDA graphs on the CPU pipeline"}
     if not preflight:
         return spec, {"ran": False, "fast_step": True, "line": "not run: --no-preflight"}
-    verdict = step_verdict(spec.sim_device, facts)
+    verdict = step_verdict(spec.sim_device, facts, spec.task)
     said = step_line(verdict)
     found = {"ran": True, "passed": verdict.get("passed"), "line": said, "fast_step": True,
              "cache": verdict.get("cache"), "checked": verdict.get("checked"),

@@ -58,7 +58,7 @@ def episode_length(algo: str) -> int:
 
 
 # The config key that runs MQE's step as upstream ships it instead of the fast step
-# (patches/mapush/06-09): top level in OpenRL's ppo.yaml, under ``env`` in HARL's configs.
+# (patches/mapush/06-12): top level in OpenRL's ppo.yaml, under ``env`` in HARL's configs.
 FAST_STEP_KEY = {"openrl": "mqe_fast_step", "harl": "env.mqe_fast_step"}
 _MISSING = object()
 
