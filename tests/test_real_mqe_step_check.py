@@ -18,10 +18,10 @@ pytestmark = pytest.mark.real_mqe
 SIZE = ["--check-step-envs", 4, "--check-step-steps", 40]
 
 
-def doctor(real, tmp, tree=None, task="go1push_mid"):
+def doctor(real, tmp, tree=None, task="go1push_mid", extra=()):
     env = real_env(dict(real, tree=tree or real["tree"]), MAPUSH_CACHE_DIR=tmp / "cache")
     return run_mapush(["doctor", "--check-step", "--sim-device", "cpu", "--rl-device", "cpu",
-                       "--task", task] + SIZE, env, cwd=tmp, timeout=600)
+                       "--task", task] + SIZE + list(extra), env, cwd=tmp, timeout=600)
 
 
 def verdict(tmp):
@@ -37,14 +37,19 @@ def step_line(proc, status):
     return lines[0]
 
 
-@pytest.mark.parametrize("task,level,wrapper", [
-    ("go1push_mid", "the fast step", "07"),
-    ("go1push_upper", "the high level's fast step", "12")])
+@pytest.mark.parametrize("task,level,wrapper,extra", [
+    ("go1push_mid", "the fast step", "07", ()),
+    ("go1push_upper", "the high level's fast step", "12", ("--json",))])
 def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, tmp_path, task,
-                                                                     level, wrapper):
-    proc = doctor(real_mqe, tmp_path, task=task)
+                                                                     level, wrapper, extra):
+    proc = doctor(real_mqe, tmp_path, task=task, extra=extra)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    line = step_line(proc, "ok")
+    if extra:  # --json: stdout is one JSON object, the children's own prints on stderr
+        line = [c for c in json.loads(proc.stdout)["checks"] if c["name"] == "step"][0]
+        assert line["status"] == "ok", line
+        line = line["message"]
+    else:
+        line = step_line(proc, "ok")
     assert "%s equals upstream's over 40 steps at 4 envs" % level in line
     assert line.rstrip().endswith(" s")  # its cost
     record = verdict(tmp_path)

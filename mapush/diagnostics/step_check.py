@@ -303,7 +303,7 @@ def run(device: str, facts: Dict[str, Any], task: str, obj: str = "cuboid", envs
             write_json(job_file, job)
             out_file = os.path.join(tmp, name + ".result.json")
             code = sup.wait(sup.start([sys.executable, "-m", "mapush.diagnostics.step_check",
-                                       job_file, out_file]))
+                                       job_file, out_file], stdout=sys.stderr))  # MQE's prints
             if code != 0 or not os.path.isfile(out_file):
                 return {"passed": None, "error": "child %s (%s) failed with status %d"
                         % (name, "fast step" if fast else "upstream's step", code)}
