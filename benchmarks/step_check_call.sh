@@ -5,7 +5,7 @@
 # verdict and line into $OUT. Needs .whl and .bench_site/{site,records,mapush-*.tar.gz}.
 set -u
 cd "$(dirname "$0")/.." || exit 1
-rm -rf /tmp/tree /tmp/broken12 /tmp/cache-* /tmp/records-*  # a warm machine's last call
+rm -rf /tmp/bs /tmp/tree /tmp/broken12 /tmp/cache-* /tmp/records-*  # a warm machine's last call
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/bs .whl/*.whl || exit 1
 mkdir -p /tmp/src && tar xzf .bench_site/mapush-*.tar.gz -C /tmp/src || exit 1
 python3 tests/standin/prepare_tree.py /tmp/src/MAPush /tmp/tree > /dev/null || exit 1
