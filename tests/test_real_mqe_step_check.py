@@ -37,9 +37,11 @@ def step_line(proc, status):
     return lines[0]
 
 
+# the high level's: --json; and 60 steps, which cross its episode end (the check shortens its
+# episode to 50 steps), so that its resets are compared too
 @pytest.mark.parametrize("task,level,wrapper,extra", [
     ("go1push_mid", "the fast step", "07", ()),
-    ("go1push_upper", "the high level's fast step", "12", ("--json",))])
+    ("go1push_upper", "the high level's fast step", "12", ("--json", "--check-step-steps", 60))])
 def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, tmp_path, task,
                                                                      level, wrapper, extra):
     proc = doctor(real_mqe, tmp_path, task=task, extra=extra)
@@ -50,7 +52,8 @@ def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, t
         line = line["message"]
     else:
         line = step_line(proc, "ok")
-    assert "%s equals upstream's over 40 steps at 4 envs" % level in line
+    steps = 60 if extra else 40
+    assert "%s equals upstream's over %d steps at 4 envs" % (level, steps) in line
     assert line.rstrip().endswith(" s")  # its cost
     record = verdict(tmp_path)
     assert record["passed"] is True and record["first_difference"] is None
@@ -59,6 +62,8 @@ def test_check_step_passes_over_the_stand_in_and_records_its_verdict(real_mqe, t
                                              "eager: no CUDA graphs on the CPU pipeline")
     assert record["machine"]["patches"]  # the key covers the patches applied
     assert record["task"] == record["machine"]["task"] == task  # and the level checked
+    if task == "go1push_upper":
+        assert record["resets"] == 4  # each env's episode ended once, at step 50
 
 
 def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch):

@@ -183,11 +183,11 @@ def trace(job: Dict[str, Any], made: Any = None) -> Dict[str, Any]:
     from mapush.spec import RunSpec
     from mapush.trainers import DEFAULT_ALGO
 
-    task = job.get("task", MID)
+    task = job.get("task", MID)  # the high level's episode: 50 steps here, not 8,000 (160 s)
     spec = RunSpec(algo=DEFAULT_ALGO, task=task, object=job["object"] if task == MID else
-                   UPPER_OBJECT, num_envs=job["envs"], steps=1,
-                   seed=SEED, run_dir=job["run_dir"], sim_device=job["device"],
-                   rl_device=job["device"])
+                   UPPER_OBJECT, num_envs=job["envs"], steps=1, seed=SEED, run_dir=job["run_dir"],
+                   sim_device=job["device"], rl_device=job["device"],
+                   task_sets=None if task == MID else {"env.episode_length_s": 1.0})
     env, _ = sim.make_env(spec, fast_step=job["fast_step"])
     if made is not None:
         made(env)
@@ -247,8 +247,7 @@ def cached(key: str) -> Optional[Dict[str, Any]]:
         record = json.loads(read_regular(cache_file(key)))
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("passed"), bool) \
-        else None
+    return record if isinstance(record, dict) and isinstance(record.get("passed"), bool) else None
 
 
 @contextlib.contextmanager
