@@ -671,8 +671,8 @@ def case_shadow(n, broken=None, task="go1push_mid"):
             cls._graphed_step_head = found["_graphed_step_head"]
 
     with tempfile.TemporaryDirectory() as tmp:
-        job = {"task": task, "object": "cuboid", "envs": n, "steps": 30, "device": "cpu", "fast_step": True,
-               "run_dir": tmp, "out": os.path.join(tmp, "A.npz")}
+        job = {"task": task, "object": "cuboid", "envs": n, "steps": 30, "device": "cpu",
+               "fast_step": True, "run_dir": tmp, "out": os.path.join(tmp, "A.npz")}
         return step_check.trace(job, made)
 
 

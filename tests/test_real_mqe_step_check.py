@@ -104,39 +104,29 @@ def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch)
     assert trainers.config_value("ppo", spec.config, "mqe_fast_step") is False
 
 
+# (the good case, the broken one, the wrapper's graph, the graph and replay that differ): the
+# mid level's 09 without ``actions`` in its carry, whose capture and first three replays share
+# one step's actions, so the fourth (a new step) differs; the high level's 12 without its copy
+# of the step's action, whose first replay differs
+@pytest.mark.parametrize("good_case,broken_case,wrapper,graph,replay", [
+    ("shadow", "shadow_broken_09", "07", "09", 4),
+    ("shadow_upper", "shadow_upper_broken_12", "12", "12", 1)])
 def test_the_first_replays_of_each_graph_equal_an_eager_run_and_a_stale_input_does_not(
-        real_mqe):
-    """Child A checks the first replays of each graph against an eager run of its region on
-    the same state (graphs emulated on the CPU, tests/real_mqe_probe.py): equal as shipped;
-    with 09 reading the actions it was captured with, its first replay differs, whatever
-    upstream's run would say."""
-    proc, good = probe(real_mqe, "shadow", 4)
+        real_mqe, good_case, broken_case, wrapper, graph, replay):
+    """Child A checks the first replays of each graph (the wrapper's 07 or 12, MQE's 08 and
+    09) against an eager run of its region on the same state (graphs emulated on the CPU,
+    tests/real_mqe_probe.py): equal as shipped; with a graph reading an input it was captured
+    with, its replay differs, whatever upstream's run would say."""
+    proc, good = probe(real_mqe, good_case, 4)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert good["graphs"] == dict.fromkeys(["07", "08", "09"], "captured")
-    assert good["replays_checked"] == dict.fromkeys(["07", "08", "09"],
+    assert good["graphs"] == dict.fromkeys([wrapper, "08", "09"], "captured")
+    assert good["replays_checked"] == dict.fromkeys([wrapper, "08", "09"],
                                                     step_check.SHADOW_REPLAYS)
     assert good["replay_difference"] is None
-    proc, bad = probe(real_mqe, "shadow_broken_09", 4)
+    proc, bad = probe(real_mqe, broken_case, 4)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = bad["replay_difference"]
-    # its capture and first three replays share one step's actions; the fourth is a new step
-    assert (found["graph"], found["replay"]) == ("09", 4) and found["elements"] > 0
+    assert (found["graph"], found["replay"]) == (graph, replay) and found["elements"] > 0, found
     record = {"passed": False, "replay_difference": found, "graphs": bad["graphs"]}
-    assert step_check.line(record).startswith("graph 09's replay 4 differs from an eager run")
-
-
-def test_the_high_levels_first_replays_are_checked_too_and_a_stale_input_fails(real_mqe):
-    """The high level's wrapper graph (patches/mapush/12) is checked as 07 is: its first
-    replays each equal an eager run of its region (graphs emulated on the CPU); with the
-    step's action no longer copied in, its first replay reads the one it was captured with,
-    and differs."""
-    proc, good = probe(real_mqe, "shadow_upper", 4)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert good["graphs"] == dict.fromkeys(["12", "08", "09"], "captured")
-    assert good["replays_checked"] == dict.fromkeys(["12", "08", "09"],
-                                                    step_check.SHADOW_REPLAYS)
-    assert good["replay_difference"] is None
-    proc, bad = probe(real_mqe, "shadow_upper_broken_12", 4)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = bad["replay_difference"]
-    assert (found["graph"], found["replay"]) == ("12", 1) and found["elements"] > 0, found
+    assert step_check.line(record).startswith(
+        "graph %s's replay %d differs from an eager run" % (graph, replay))

@@ -446,8 +446,8 @@ def preflight(spec: RunSpec) -> Tuple[List[Check], Optional[GpuFacts]]:
 
 def step_verdict(device: str, facts: Optional[GpuFacts], task: str) -> Dict[str, Any]:
     """This machine's verdict on MQE's fast step, for a new run on ``device`` (a GPU): the
-    cached one, or, the first time for this GPU, driver, torch, image and patches, the
-    check's (``mapush doctor --check-step``), run now while other runs wait for it."""
+    cached one, or, the first time for this GPU, driver, torch, image, patches and level
+    (``task``), the check's (``mapush doctor --check-step``), run now while others wait."""
     machine = step_check.machine(device, facts)
     key, _what = step_check.machine_key(machine, task)
     with step_check.held(key):
