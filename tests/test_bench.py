@@ -27,17 +27,17 @@ def test_quick_benchmark_runs_every_section_on_cpu(upstream, tmp_path):
     assert all(r["exit"] == 0 and r["env_steps"] > 0 for r in runs)
 
 
-def test_harl_rollout_times_at_least_20_iterations_after_10_of_warm_up(tmp_path, capsys):
-    """The HARL benchmark's statistics: the median and interquartile range of what follows
+def test_the_rollout_benchmark_times_20_iterations_after_10_of_warm_up(tmp_path, capsys):
+    """The rollout benchmark's statistics: the median and interquartile range of what follows
     the warm-up, and a refusal of a run too short to give 20 timed iterations."""
-    from benchmarks import harl_rollout
+    from benchmarks import rollout_non_physics
 
     values = [100.0] * 10 + [float(v) for v in range(1, 21)]  # warm-up, then 1..20
-    median, iqr = harl_rollout.summary(values, 10)
+    median, iqr = rollout_non_physics.summary(values, 10)
     assert median == 10.5 and iqr == pytest.approx(15.75 - 5.25)
     with pytest.raises(SystemExit) as stop:
-        harl_rollout.main(["--site", "s", "--pristine-site", "p", "--records", "r", "--out",
-                           str(tmp_path / "out.json"), "--iterations", "30"])
+        rollout_non_physics.main(["--site", "s", "--pristine-site", "p", "--records", "r",
+                                  "--out", str(tmp_path / "out.json"), "--iterations", "30"])
     assert stop.value.code == 2 and "fewer than 20 timed" in capsys.readouterr().err
 
 

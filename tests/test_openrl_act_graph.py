@@ -29,6 +29,7 @@ from tests.test_openrl_host_path import assert_same_training, with_openrl
 from tests.test_openrl_host_path import without_02  # noqa: F401 (a fixture: OpenRL 01 only)
 
 CHILD = r'''
+import json
 import sys
 
 from mapush import sim, trainers
@@ -93,19 +94,41 @@ if graphed:  # (OpenRL without patch 04 runs as it is)
 spec = RunSpec(algo="ppo", task="go1push_mid", object="cuboid", num_envs=4, steps=400, seed=7,
                run_dir=run_dir, sim_device="cpu", rl_device="cpu", checkpoint_interval=400,
                config=config)
+counts = {"prep_rollout": 0, "inserts": 0, "rnn_inserted": 0, "rnn_rows_sum": None}
+if len(sys.argv) > 5:  # count what patch 06 takes off a rollout
+    from openrl.algorithms.base_algorithm import BaseAlgorithm
+    from openrl.buffers.replay_data import ReplayData
+
+    prep, insert, data = BaseAlgorithm.prep_rollout, ReplayData.insert, []
+
+    def counted_prep(self):
+        counts["prep_rollout"] += 1
+        return prep(self)
+
+    def counted_insert(self, raw_obs, rnn_states, rnn_states_critic, *args, **kwargs):
+        counts["inserts"] += 1
+        counts["rnn_inserted"] += (rnn_states is not None) + (rnn_states_critic is not None)
+        data[:] = [self]
+        return insert(self, raw_obs, rnn_states, rnn_states_critic, *args, **kwargs)
+
+    BaseAlgorithm.prep_rollout, ReplayData.insert = counted_prep, counted_insert
 trainers.load("ppo").train(RunContext(spec))
+if len(sys.argv) > 5:
+    counts["rnn_rows_sum"] = float(data[0].rnn_states.abs().sum()
+                                   + data[0].rnn_states_critic.abs().sum())
+    print("COUNTS " + json.dumps(counts))
 '''
 
 CONFIG = "episode_length: 25\nppo_epoch: 2\nnum_mini_batch: 2\nlog_interval: 1\n"
 
 
-def run_child(env, tmp, name, graphed, nan_at=0, device_rollout=True):
+def run_child(env, tmp, name, graphed, nan_at=0, device_rollout=True, count=False):
     config = tmp / ("%s.yaml" % name)
     config.write_text(CONFIG + "device_rollout: %s\n" % ("true" if device_rollout else "false"))
     run = tmp / name
     proc = subprocess.run([sys.executable, "-c", CHILD, str(run), "1" if graphed else "0",
-                           str(config), str(nan_at)], env=env, capture_output=True,
-                          text=True, timeout=600, cwd=str(tmp))
+                           str(config), str(nan_at)] + (["count"] if count else []), env=env,
+                          capture_output=True, text=True, timeout=600, cwd=str(tmp))
     return run, proc
 
 
@@ -131,6 +154,24 @@ def test_the_graphed_act_trains_as_upstreams_act_bit_for_bit(upstream, without_0
     assert record["line"].startswith("MQE's step: ")
     assert json.loads((runs["patched"] / "step.json").read_text())["line"].endswith(
         "; OpenRL's act: captured")
+
+
+@pytest.mark.parametrize("graphed", [True, False])
+def test_a_rollout_on_the_device_skips_what_a_feed_forward_policy_never_reads(upstream, graphed,
+                                                                              tmp_path):
+    """patches/openrl/06: while act's graph replays, the models' mode is set once a rollout
+    (actor_rollout, compute_returns), not at each of its 25 steps; on the device path, graphed
+    or eager, no RNN states reach the buffer, whose rows of them stay zero as upstream's do.
+    (Its numbers are held bit for bit by the tests above and tests/test_openrl_device_rollout.)
+    Mutations tried by hand, each failing here: 06's prep_rollout condition removed (108
+    calls graphed); its rnn_states = None removed (2 inserted graphed: the capture's step)."""
+    run, proc = run_child(double_env(upstream), tmp_path, "count", graphed, count=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stdout.split("COUNTS ", 1)[1].splitlines()[0])
+    assert counts["inserts"] == 100  # 4 rollouts of 25 steps
+    assert counts["rnn_inserted"] == 0 and counts["rnn_rows_sum"] == 0.0
+    # 2 a rollout and the capture's first call; eager: and one at each step
+    assert counts["prep_rollout"] == (2 * 4 + 1 if graphed else 2 * 4 + 100)
 
 
 def test_a_nan_policy_in_a_graphed_rollout_stops_it_before_the_update(upstream, tmp_path):

@@ -46,8 +46,9 @@ def without_02(tmp_path_factory):
     """OpenRL with patch 01 only: its host path as upstream has it (02-05 skipped)."""
     from tests.upstream import site_without
 
-    return site_without(tmp_path_factory.mktemp("without-02"), ("02-", "03-", "04-", "05-"),
-                        component="openrl")  # (03 needs 02, 04 and 05 need 03)
+    return site_without(tmp_path_factory.mktemp("without-02"),
+                        ("02-", "03-", "04-", "05-", "06-"),
+                        component="openrl")  # (03 needs 02; 04, 05 and 06 need 03)
 
 
 WEIGHTS = r'''

@@ -1,22 +1,30 @@
-"""HARL's non-physics time per vector step, pristine (HARL without ``patches/harl/05``: its
-own numpy path) against patched (patch 05 with ``train.device_rollout: true``), in one run.
+"""A trainer's non-physics time per vector step, a baseline path against a patched one, in one
+run: HARL's (HAPPO, MAPPO, HATRPO) and OpenRL's (PPO).
 
-Each (algorithm, envs, path) runs in its own child process: the real
-``mapush.trainers.harl_trainer.train`` over the GPU double (``benchmarks/shim``), with the
-same outermost-call clock as ``train_bench`` around the double's ``step`` (synchronized
-before and after). The pristine child imports HARL from ``--pristine-site`` (patches 01-04
-only: ``tests.upstream.site_without(..., ("05-", "06-"))``, as 06 builds on 05's helpers),
-the patched one from ``--site``. Per training iteration (a rollout of ``episode_length``
-vector steps and the update after it), non-physics time = wall time minus the double's own
-time; the last iteration is not timed (its span ends at the next one's first step). The first ``--warmup`` (10) timed iterations
-are dropped; of the rest (at least 20: ``--iterations`` 31) each row gives the median and
-the interquartile range: ``device``, ``envs``, ``algo``, ``pristine_ms_per_step``, ``pristine_iqr_ms``,
-``patched_ms_per_step``, ``patched_iqr_ms``, ``ratio`` (of the medians), ``peak_gpu_mb``
-(``torch.cuda.max_memory_allocated`` of each path) and the device memory growth after
-warm-up. The order of the two paths alternates from one (algorithm, envs) to the next, so a
-drift of the host affects both alike.
+Each (algorithm, envs, path) runs in its own child process: the real trainer the registry
+names (``mapush.trainers.load``) over the GPU double (``benchmarks/shim``), with the same
+outermost-call clock as ``train_bench`` around the double's ``step`` (synchronized before and
+after). The baseline child imports the trainers' libraries from ``--pristine-site`` (its
+patch records from ``--pristine-records``), the patched one from ``--site``:
+- HARL: the baseline is HARL without ``patches/harl/05`` (patches 01-04 only:
+  ``tests.upstream.site_without(..., ("05-", "06-"))``, as 06 builds on 05's helpers) with
+  ``train.device_rollout: false``; the patched child sets it true.
+- OpenRL: the baseline is OpenRL as shipped (patch 01 only: ``site_without(..., ("02-",
+  "03-", "04-", "05-", "06-"), component="openrl")``) with ``device_rollout: false``; the
+  patched child runs as ``mapush train`` resolves it on CUDA (``device_rollout`` and
+  ``act_graph`` on). ``--baseline-rollout`` turns the device rollout on in the baseline too,
+  to compare two patched sites (``--baseline-label`` then names it).
+Per training iteration (a rollout of ``episode_length`` vector steps and the update after
+it), non-physics time = wall time minus the double's own time; the last iteration is not
+timed (its span ends at the next one's first step). The first ``--warmup`` (10) timed
+iterations are dropped; of the rest (at least 20: ``--iterations`` 31) each row gives the
+median and the interquartile range: ``device``, ``envs``, ``algo``, ``pristine_ms_per_step``,
+``pristine_iqr_ms``, ``patched_ms_per_step``, ``patched_iqr_ms``, ``ratio`` (of the medians),
+``peak_gpu_mb`` (``torch.cuda.max_memory_allocated`` of each path) and the device memory
+growth after warm-up. The order of the two paths alternates from one (algorithm, envs) to the
+next, so a drift of the host affects both alike.
 
-    python benchmarks/harl_rollout.py --site .bench_site/site \
+    python benchmarks/rollout_non_physics.py --site .bench_site/site \
         --pristine-site .bench_site/pristine-site --records .bench_site/records \
         --out $OUT/harl-gpu-rollout.json [--sizes 200,500,4096] [--algos happo,mappo,hatrpo]
 """
@@ -46,23 +54,24 @@ def child(algo: str, num_envs: int, device_rollout: bool, iterations: int, out: 
         memory_growth
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
-    from mapush.trainers import harl_trainer
+    from mapush import trainers
 
     episode_length = 200
     device = os.environ.get("BENCH_DEVICE", "cuda:0")  # cpu: a quick check of the script
     cuda = device.startswith("cuda")
     clock = LayerClock()
     instrument(clock, steady_from=episode_length + 1)
-    run_dir = tempfile.mkdtemp(prefix="harl-rollout-")
+    run_dir = tempfile.mkdtemp(prefix="%s-rollout-" % algo)
     override = Path(run_dir) / "override.yaml"
-    override.write_text("train: {device_rollout: %s}\n" % ("true" if device_rollout else "false"))
+    key = "device_rollout: %s" % ("true" if device_rollout else "false")
+    override.write_text((key if algo == "ppo" else "train: {%s}" % key) + "\n")
     spec = RunSpec(algo=algo, task="go1push_mid", object="cuboid", num_envs=num_envs,
                    steps=iterations * episode_length * num_envs, seed=1, run_dir=run_dir,
                    sim_device=device, rl_device=device, checkpoint_interval=10 ** 12,
                    config=str(override))
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    code = harl_trainer.train(RunContext(spec))
+    code = trainers.load(algo).train(RunContext(spec))
     if cuda:
         torch.cuda.synchronize()
     trace = clock.trace
@@ -95,9 +104,9 @@ def summary(values: List[float], warmup: int) -> Tuple[float, float]:
     return statistics.median(timed), quartiles[2] - quartiles[0]
 
 
-def run_one(algo: str, envs: int, device_rollout: bool, iterations: int, site: str,
+def run_one(algo: str, envs: int, path: str, device_rollout: bool, iterations: int, site: str,
             records: str, logs: Path, timeout: float) -> Dict[str, Any]:
-    name = "%s-%d-%s" % (algo, envs, "patched" if device_rollout else "pristine")
+    name = "%s-%d-%s" % (algo, envs, path)
     out, log = logs / (name + ".json"), logs / (name + ".log")
     cmd = [sys.executable, __file__, "--child", algo, str(envs),
            "1" if device_rollout else "0", str(iterations), str(out)]
@@ -114,8 +123,13 @@ def main(argv: List[str]) -> int:
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--site", required=True, help="openrl and HARL with every patch")
-    p.add_argument("--pristine-site", required=True, help="HARL without patches/harl/05")
+    p.add_argument("--pristine-site", required=True,
+                   help="the baseline: HARL without patches/harl/05, OpenRL with 01 only")
     p.add_argument("--records", required=True)
+    p.add_argument("--pristine-records", help="the baseline site's records (default: --records)")
+    p.add_argument("--baseline-rollout", action="store_true",
+                   help="the device rollout on in the baseline too (two patched sites)")
+    p.add_argument("--baseline-label", default="pristine", help="the baseline's name in the log")
     p.add_argument("--out", required=True)
     p.add_argument("--sizes", default="200,500,4096")
     p.add_argument("--algos", default="happo")
@@ -125,7 +139,7 @@ def main(argv: List[str]) -> int:
     p.add_argument("--warmup", type=int, default=10, help="the first iterations, dropped")
     p.add_argument("--timeout", type=float, default=300.0)
     args = p.parse_args(argv)
-    logs = Path(args.out).parent / "harl-rollout-logs"
+    logs = Path(args.out).parent / "rollout-logs"
     logs.mkdir(parents=True, exist_ok=True)
     if args.iterations - 1 - args.warmup < 20:
         p.error("--iterations %d with --warmup %d leaves fewer than 20 timed iterations"
@@ -135,25 +149,28 @@ def main(argv: List[str]) -> int:
              for algo in [a for a in args.algos.split(",") if a]]
     for index, (envs, algo) in enumerate(cells):
         got = {}
-        for device_rollout in ((False, True) if index % 2 == 0 else (True, False)):
+        for patched in ((False, True) if index % 2 == 0 else (True, False)):
             start = time.time()
-            result = run_one(algo, envs, device_rollout, args.iterations,
-                             args.site if device_rollout else args.pristine_site,
-                             args.records, logs, args.timeout)
+            label = "patched" if patched else args.baseline_label
+            result = run_one(algo, envs, label, patched or args.baseline_rollout,
+                             args.iterations, args.site if patched else args.pristine_site,
+                             args.records if patched else
+                             (args.pristine_records or args.records), logs, args.timeout)
             print("%s %d %s: %.0fs %s" % (
-                algo, envs, "patched" if device_rollout else "pristine",
+                algo, envs, label,
                 time.time() - start, result.get("error") or
                 "non-physics median %.2f ms/step, IQR %.2f" % summary(
                     result["non_physics_ms_per_step"], args.warmup)), flush=True)
             if "error" in result:
                 errors.append(result["error"])
-            got[device_rollout] = result
+            got[patched] = result
         if "error" in got[False] or "error" in got[True]:
             continue
         pristine, pristine_iqr = summary(got[False]["non_physics_ms_per_step"], args.warmup)
         patched, patched_iqr = summary(got[True]["non_physics_ms_per_step"], args.warmup)
         rows.append({
             "device": got[True]["device"], "envs": envs, "algo": algo,
+            "baseline": args.baseline_label,
             "order": "pristine first" if index % 2 == 0 else "patched first",
             "warmup": args.warmup,
             "timed": len(got[True]["non_physics_ms_per_step"]) - args.warmup,
