@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.." || exit 1
 # .bench_site/BEFORE/{site,records}; with PRISTINE=1 also .bench_site/pristine-openrl/
 # {site,records} (OpenRL 01 only), for one pair OpenRL as shipped against the patched site
 # (about 4 minutes). EQUIVALENCE=0 skips the patched site's GPU equivalence (device_rollout
-# off against on, within 1e-3; act_graph off against on, bit for bit). benchmarks/README.md,
+# off against on, within 1e-3; act_graph off against on, bit for bit); ITERATIONS (default 31:
+# 10 of warm-up, 20 timed) sets the pairs' length. benchmarks/README.md,
 # "OpenRL's rollout step without unread work".
 set -u
 BEFORE=${1:?usage: openrl_rollout_call.sh BEFORE [PAIRS]}; PAIRS=${2:-4}
@@ -28,4 +29,4 @@ if [ "${PRISTINE:-0}" = 1 ]; then
   timeout 300 python3 benchmarks/rollout_non_physics.py --algos ppo --sizes 500 --site $B/site --records $B/records --pristine-site $B/pristine-openrl/site --pristine-records $B/pristine-openrl/records --out "$OUT"/pristine-vs-patched.json 2>&1 | tail -3
 fi
 sizes=$(python3 -c "print(','.join(['500'] * int('$PAIRS')))")
-timeout 400 python3 benchmarks/rollout_non_physics.py --algos ppo --sizes "$sizes" --site $B/site --records $B/records --pristine-site "$B/$BEFORE/site" --pristine-records "$B/$BEFORE/records" --baseline-rollout --baseline-label "$BEFORE" --out "$OUT/$BEFORE-vs-patched.json" 2>&1 | tail -$((PAIRS * 2 + 1))
+timeout 540 python3 benchmarks/rollout_non_physics.py --algos ppo --sizes "$sizes" --site $B/site --records $B/records --pristine-site "$B/$BEFORE/site" --pristine-records "$B/$BEFORE/records" --baseline-rollout --baseline-label "$BEFORE" --iterations "${ITERATIONS:-31}" --out "$OUT/$BEFORE-vs-patched.json" 2>&1 | tail -$((PAIRS * 2 + 1))
