@@ -171,7 +171,7 @@ def main(argv: List[str]) -> int:
         rows.append({
             "device": got[True]["device"], "envs": envs, "algo": algo,
             "baseline": args.baseline_label,
-            "order": "pristine first" if index % 2 == 0 else "patched first",
+            "order": "%s first" % (args.baseline_label if index % 2 == 0 else "patched"),
             "warmup": args.warmup,
             "timed": len(got[True]["non_physics_ms_per_step"]) - args.warmup,
             "pristine_ms_per_step": round(pristine, 3), "pristine_iqr_ms": round(pristine_iqr, 3),

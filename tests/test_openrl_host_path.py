@@ -43,7 +43,7 @@ def test_the_permutation_cut_in_slices_is_what_openrls_samplers_draw(batch, mini
 
 @pytest.fixture(scope="module")
 def without_02(tmp_path_factory):
-    """OpenRL with patch 01 only: its host path as upstream has it (02-05 skipped)."""
+    """OpenRL with patch 01 only: its host path as upstream has it (02-06 skipped)."""
     from tests.upstream import site_without
 
     return site_without(tmp_path_factory.mktemp("without-02"),
