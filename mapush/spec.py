@@ -123,6 +123,9 @@ class EvalSpec(SpecFile):
     seed: int
     sim_device: str
     rl_device: str
+    # What the simulation writes (the PhysX budget) goes here, never into the run it reads:
+    # a folder of the parent's, which removes it however the child ended (mapush.eval).
+    scratch: str
     step: Optional[int] = None
     origin: Optional[str] = None
     config: Optional[str] = None

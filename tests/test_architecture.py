@@ -132,8 +132,10 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
     assert seen["argv"][1:3] == ["-m", "mapush.eval.calculator"]
     assert seen["spec"] == EvalSpec(checkpoint="/x/ck", algo="ppo", task="go1push_mid",
                                     object="cuboid", num_envs=8, seed=0, sim_device="cpu",
-                                    rl_device="cpu", step=7, progress=True).to_dict()
-    assert not Path(seen["argv"][-1]).exists()  # the spec file is the child's, removed after
+                                    rl_device="cpu", scratch=seen["spec"]["scratch"], step=7,
+                                    progress=True).to_dict()
+    assert Path(seen["spec"]["scratch"]).parent == Path(seen["argv"][-1]).parent
+    assert not Path(seen["argv"][-1]).parent.exists()  # the parent's folder, removed after
     assert (code, result, last) == (0, {"success_rate": 0.5}, "error-free last line")
     assert progress == [(3, 8), (8, 8)]
     err = capsys.readouterr().err

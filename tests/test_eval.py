@@ -185,7 +185,7 @@ def test_sigterm_during_eval_stops_it_and_changes_nothing(upstream, run_dir, tmp
     proc = subprocess.Popen([sys.executable, "-m", "mapush"] + [str(a) for a in eval_args(
         "--run", run)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not list(scratch.glob("mapush-eval-spec-*")) and time.monotonic() < deadline:
+    while not list(scratch.glob("mapush-eval-*")) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(3)  # the child is evaluating
     proc.send_signal(signal.SIGTERM)
@@ -198,6 +198,39 @@ def test_sigterm_during_eval_stops_it_and_changes_nothing(upstream, run_dir, tmp
     left = subprocess.run(["pgrep", "-f", "mapush.eval.calculator %s" % scratch],
                           stdout=subprocess.PIPE, text=True).stdout
     assert left == "", left
+
+
+@pytest.mark.faults
+def test_an_eval_child_killed_outright_leaves_no_scratch(upstream, run_dir, tmp_path):
+    """CI, stop 67: a child stopped at the moment it made its scratch folder left it in
+    $TMPDIR (the folder was its own, removed by its own cleanup). The folder is now the
+    parent's, removed however the child ended: here by SIGKILL, with no cleanup at all."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(knob_env(upstream, KNOBS), MQE_DOUBLE_STEP_SLEEP="0.1", TMPDIR=str(scratch))
+    proc = subprocess.Popen([sys.executable, "-m", "mapush"] + [str(a) for a in eval_args(
+        "--run", run_dir, "--out", tmp_path / "eval.jsonl")], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, child = time.monotonic() + 60, ""
+    while not child and time.monotonic() < deadline:  # the first checkpoint's child
+        time.sleep(0.2)
+        child = subprocess.run(["pgrep", "-f", "mapush.eval.calculator %s" % scratch],
+                               stdout=subprocess.PIPE, text=True).stdout.split()
+    assert child, "no evaluation child started"
+    assert [p.name for p in scratch.glob("mapush-eval-*/scratch")] == ["scratch"]
+    time.sleep(2)  # it is evaluating
+    subprocess.run(["kill", "-KILL"] + child, check=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-3000:]  # and the other checkpoint was evaluated
+    lines = (tmp_path / "eval.jsonl").read_text().splitlines()
+    errors = [json.loads(line).get("error") for line in lines]
+    assert errors == ["error: the evaluation process died from SIGKILL", None], out
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("mapush-")] == []
 
 
 def test_readers_never_write_into_another_run(upstream, run_dir, tmp_path):

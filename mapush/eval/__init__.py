@@ -110,10 +110,12 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
              sup: Optional[Supervisor] = None) -> Tuple[int, Optional[Dict[str, Any]], str]:
     """One evaluation child: ``(exit status, result or None, last stderr line)``
     (docs/architecture.md, "Modules")."""
-    spec = EvalSpec.from_dict(dict(info, num_envs=args.num_envs, sim_device=args.sim_device,
-                                   rl_device=args.rl_device, seed=args.seed,
-                                   progress=on_progress is not None))
-    with tempfile.TemporaryDirectory(prefix="mapush-eval-spec-") as folder:
+    with tempfile.TemporaryDirectory(prefix="mapush-eval-") as folder:
+        spec = EvalSpec.from_dict(dict(info, num_envs=args.num_envs, sim_device=args.sim_device,
+                                       rl_device=args.rl_device, seed=args.seed,
+                                       scratch=str(Path(folder) / "scratch"),
+                                       progress=on_progress is not None))
+        Path(spec.scratch).mkdir()
         path = Path(folder) / "eval-spec.json"
         write_json(path, spec.to_dict())
         argv = [sys.executable, "-m", "mapush.eval.calculator", str(path)]

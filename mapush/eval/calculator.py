@@ -2,10 +2,8 @@
 import json
 import math
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, List
@@ -118,9 +116,6 @@ def record(env: Any, policy: Callable[[Any], Any], folder: Path, prefix: str,
     return {"videos": videos, "num_envs": int(env.num_envs)}
 
 
-# The eval child's own folders for what the simulation writes (the PhysX budget): readers
-# never write into the run they read (only eval.jsonl, videos/ and report/ are theirs).
-_SCRATCH = []  # type: List[str]
 ROLLOUT_STEPS = 50
 
 
@@ -132,9 +127,8 @@ def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     sim.headless_figures(Path(figures) if figures else None)
     sim.import_isaacgym()  # before torch
     checkpoint = Path(request.checkpoint)
-    _SCRATCH.append(tempfile.mkdtemp(prefix="mapush-eval-"))
     spec = RunSpec(algo=request.algo, task=request.task, object=request.object,
-                   num_envs=request.num_envs, steps=1, seed=request.seed, run_dir=_SCRATCH[-1],
+                   num_envs=request.num_envs, steps=1, seed=request.seed, run_dir=request.scratch,
                    sim_device=request.sim_device, rl_device=request.rl_device,
                    config=request.config, object_config=request.object_config,
                    command_net=request.command_net, task_sets=request.task_sets)
@@ -189,7 +183,7 @@ def child_main(argv: List[str]) -> None:
             spec = EvalSpec.from_dict(json.loads(Path(argv[0]).read_text()))
             result = evaluate_checkpoint(spec)
             os.write(result_fd, (json.dumps(result, sort_keys=True) + "\n").encode())
-    except KeyboardInterrupt:  # the parent says it stopped; the scratch folders go
+    except KeyboardInterrupt:  # the parent says it stopped
         code = 130
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
@@ -200,8 +194,6 @@ def child_main(argv: List[str]) -> None:
               % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""),
               file=sys.stderr)
         code = 1
-    for folder in _SCRATCH:
-        shutil.rmtree(folder, ignore_errors=True)
     leave(code)
 
 
