@@ -538,7 +538,7 @@ def pushing_actions(env, reach=1.35, ring=1.6, speed=0.5):
     rel = pos - box
     # the spots side by side in the order the robots stand across the push, so none crosses
     rank = (rel * side).sum(-1).argsort(dim=1).argsort(dim=1)
-    offset = torch.linspace(-0.35, 0.35, agents)[rank].unsqueeze(-1)
+    offset = torch.linspace(-0.35, 0.35, agents, device=rank.device)[rank].unsqueeze(-1)
     spot = box - reach * ahead + offset * side
     dist = rel.norm(dim=-1, keepdim=True)
     # bearings round the box: the robot's and its spot's

@@ -275,3 +275,60 @@ def test_the_capture_check_sees_isaac_gyms_host_copy_cold():
     assert facts["item"] == {"aten::_local_scalar_dense": 1}
     assert facts["lifted"] == {"aten::lift_fresh": 1}  # torch 1.13 and 2.x alike
     assert facts["read"] == {"Tensor.cpu": 1, "Tensor.numpy": 1}
+
+
+CONTACT = """
+import json
+from types import SimpleNamespace as NS
+import mujoco
+import numpy as np
+from isaacgym import contact
+
+def actor(env, group, footprint=(), fixed=False, mass=4.0):
+    return NS(env=env, collision_group=group, filter=0, shape_props=[NS(friction=1.0)],
+              asset=NS(options=NS(fix_base_link=fixed), mass=mass, footprint=list(footprint)))
+
+box, post = [("box", [0.6, 0.6, 0.6], 0.0, 0.0, 0.0)], [("cylinder", 0.2, 0.0, 0.0, 0.0)]
+envs = object(), object()
+# env 0: a Go1 touching a box from behind; env 1: the same, the box touching a fixed post
+actors = [actor(envs[0], 0, mass=16.3), actor(envs[0], 0, box),
+          actor(envs[1], 1, mass=16.3), actor(envs[1], 1, box), actor(envs[1], 1, post, True)]
+plane = contact.Plane(actors, [0, 2], 9.81, 0.1, 0.005)
+root = np.zeros((5, 13))
+root[:, 6] = 1.0
+root[:, 0] = [0.0, 0.6, 0.0, 0.62, 1.05]
+m, d = plane.model, plane.data
+row_of = {mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r): r for r in plane.rows}
+worst, scale, touched, net = 0.0, 0.0, set(), 0.0
+wrench = np.zeros(6)
+for _ in range(30):
+    forces = plane.step(root, np.array([[0.5, 0.0, 0.0], [0.5, 0.0, 0.0]]))
+    expected = np.zeros((5, 3))  # each contact's force, from mj_contactForce, on both bodies
+    for i in range(d.ncon):
+        c = d.contact[i]
+        mujoco.mj_contactForce(m, d, i, wrench)
+        world = c.frame.reshape(3, 3).T @ wrench[:3]  # on geom2, from geom1
+        expected[row_of[m.geom_bodyid[c.geom1]]] -= world
+        expected[row_of[m.geom_bodyid[c.geom2]]] += world
+    got = np.zeros((5, 3))
+    got[plane.rows] = forces
+    worst = max(worst, float(np.abs(got - expected).max()))
+    scale = max(scale, float(np.abs(expected).max()))
+    touched |= {r for r in range(5) if np.abs(got[r]).max() > 0}
+    net = max(net, float(np.abs(got.sum(0)).max()))
+print(json.dumps({"worst": worst, "scale": scale, "touched": sorted(touched), "net": net,
+                  "shape": list(forces.shape), "box_x": [root[1, 0], root[3, 0]]}))
+"""
+
+
+def test_contact_forces_are_each_contacts_force_summed_per_body():
+    """The plane's net contact force per actor (``contact.Plane.step``, read from MuJoCo's
+    per-body constraint wrench) is the sum of each contact's own force (``mj_contactForce``,
+    world frame) on the bodies it touches: Go1s pushing boxes, one box against a fixed post."""
+    out = run(CONTACT)
+    assert out["shape"] == [5, 3]
+    assert out["scale"] > 1.0  # real pushes, in newtons
+    assert out["worst"] <= 1e-9 * out["scale"], out
+    assert out["touched"] == [0, 1, 2, 3, 4]  # the post (fixed) included
+    assert out["net"] <= 1e-9 * out["scale"]  # action and reaction
+    assert out["box_x"][0] > 0.6 + 0.05 and out["box_x"][1] < 0.62 + 0.01  # pushed; held

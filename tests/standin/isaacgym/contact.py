@@ -120,15 +120,16 @@ class Plane(object):
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
         self.fixed = [row for row in self.rows if row not in free]
-        self.body_of = {mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r): r
-                        for r in self.rows}
+        self.bodies = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r)
+                       for r in self.rows]
         self.mocap = [self.model.body_mocapid[mujoco.mj_name2id(
             self.model, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r)] for r in self.fixed]
 
     def step(self, root, walk_velocity):
         """Steps the plane from ``root`` (actors x 13, numpy, Isaac Gym's layout; rows of the
         plane's free actors are updated in place) with the walkers' commanded world velocity
-        (``self.walk`` order, x 3: vx, vy, yaw rate). Returns {actor row: world force}."""
+        (``self.walk`` order, x 3: vx, vy, yaw rate). Returns the net contact force (world
+        frame) on each of ``self.rows``, in that order, as an array (rows x 3)."""
         m, d = self.model, self.data
         state = root[self.free]
         x, y, z, w = state[:, 3], state[:, 4], state[:, 5], state[:, 6]
@@ -149,13 +150,8 @@ class Plane(object):
         root[rows, 5], root[rows, 6] = np.sin(q[:, 2] / 2), np.cos(q[:, 2] / 2)
         root[rows, 7], root[rows, 8], root[rows, 12] = v[:, 0], v[:, 1], v[:, 2]
         root[rows, 9:12] = 0.0
-        forces = {}
-        wrench = np.zeros(6)
-        for i in range(d.ncon):
-            contact = d.contact[i]
-            mujoco.mj_contactForce(m, d, i, wrench)
-            world = contact.frame.reshape(3, 3).T @ wrench[:3]  # on geom2, from geom1
-            for geom, sign in ((contact.geom1, -1.0), (contact.geom2, 1.0)):
-                row = self.body_of[m.geom_bodyid[geom]]
-                forces[row] = forces.get(row, 0.0) + sign * world
-        return forces
+        # each body's net contact force, world frame: the force part of MuJoCo's external
+        # constraint wrench, which only contacts make here (no equality constraints, and the
+        # joints' frictionloss acts on DOFs); the sum of mj_contactForce over its contacts
+        mujoco.mj_rnePostConstraint(m, d)
+        return d.cfrc_ext[self.bodies, 3:]

@@ -410,6 +410,7 @@ class Gym(object):
         sim.root_body = torch.tensor([a.first_body for a in actors], dtype=torch.long,
                                      device=dev)
         sim.contact = torch.zeros(num_bodies, 3, device=dev)
+        sim.plane_bodies = sim.root_body[sim.plane.rows if sim.plane else []]
         sim.body_actor = torch.tensor(
             [i for i, a in enumerate(actors) for _ in range(a.asset.num_bodies)],
             device=dev, dtype=torch.long)
@@ -451,12 +452,9 @@ class Gym(object):
             forces = sim.plane.step(state, walk.detach().cpu().double().numpy()
                                     if walk is not None else None)
             root.copy_(torch.from_numpy(state).to(root.device, root.dtype))
-            sim.contact.zero_()
-            if forces:  # one host-to-device copy for every touching actor
-                rows = list(forces)
-                sim.contact[sim.root_body[rows]] = torch.tensor(
-                    np.stack([forces[row] for row in rows]), dtype=torch.float,
-                    device=sim.contact.device)
+            sim.contact.zero_()  # then the plane's actors' root bodies, in one copy
+            sim.contact[sim.plane_bodies] = torch.from_numpy(forces).to(sim.contact.device,
+                                                                        torch.float)
         free = (~sim.fixed & ~sim.in_plane).float().unsqueeze(-1)
         root[:, _POS] += free * root[:, _LINVEL] * dt
         w = root[:, _ANGVEL] * free
