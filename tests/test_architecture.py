@@ -122,6 +122,9 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
         def poll(self):
             return 0
 
+        def kill(self):  # evaluate's cleanup: a no-op on a child that has ended
+            seen["killed"] = True
+
     monkeypatch.setattr(subprocess, "Popen", FakeChild)
     info = {"checkpoint": "/x/ck", "algo": "ppo", "task": "go1push_mid", "object": "cuboid",
             "step": 7, "trained_task": "go1push_mid"}

@@ -233,6 +233,47 @@ def test_an_eval_child_killed_outright_leaves_no_scratch(upstream, run_dir, tmp_
     assert [p.name for p in scratch.iterdir() if p.name.startswith("mapush-")] == []
 
 
+STOPPED_IN_THE_PARENT = """
+import argparse, json, os, sys
+from mapush.eval import describe_request, evaluate
+from mapush.proc import Supervisor
+
+def stop(done, total):  # a stop signal raised in a parent without handlers, as reproduce's
+    raise KeyboardInterrupt
+
+args = argparse.Namespace(num_envs=int(sys.argv[2]), seed=1, sim_device="cpu",
+                          rl_device="cpu")
+sup = Supervisor("test", "")  # not entered: the signals stay with this script
+try:
+    evaluate(describe_request(sys.argv[1], args), args, on_progress=stop, sup=sup)
+except KeyboardInterrupt:
+    print(json.dumps({"running": [p.pid for p in sup.children if p.poll() is None],
+                      "started": len(sup.children),
+                      "left": sorted(n for n in os.listdir(os.environ["TMPDIR"])
+                                     if n.startswith("mapush-"))}))
+"""
+
+
+def test_a_stop_raised_in_evals_parent_ends_the_child_before_its_scratch_goes(
+        upstream, run_dir, tmp_path):
+    """``reproduce`` and ``sweep`` call ``evaluate`` without stop handlers, so a stop raises
+    in the parent while it reads the child. The child is ended before the parent removes
+    the child's scratch folder (before, it ran on until the parent exited, free to write
+    into the folder just removed), and nothing of ours is left in $TMPDIR."""
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    checkpoint = sorted((run_dir / "checkpoints").iterdir())[-1]
+    env = dict(knob_env(upstream, KNOBS), MQE_DOUBLE_STEP_SLEEP="0.05", TMPDIR=str(scratch))
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_THE_PARENT, str(checkpoint),
+                           str(NUM_ENVS)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"running": [], "started": 1, "left": []}, out
+
+
 def test_readers_never_write_into_another_run(upstream, run_dir, tmp_path):
     """#36: `eval --run A --out B/config.json` replaced run B's record (exit 0). eval,
     report and export refuse an --out inside another run, and eval an existing file that is

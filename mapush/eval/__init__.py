@@ -124,18 +124,22 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
         proc = sup.start(argv, **pipes)
         last = ""
         assert proc.stderr is not None and proc.stdout is not None
-        for line in proc.stderr:  # a stop raised here ends the child too (die_with_parent)
-            if line.startswith(PROGRESS):
-                if on_progress is not None:
-                    _tag, done, total = line.split()
-                    on_progress(int(done), int(total))
-                continue
-            if echo:
-                sys.stderr.write(line)
-            if line.strip():
-                last = line.strip()
-        out = proc.stdout.read()
-        code = sup.wait(proc)
+        try:
+            for line in proc.stderr:
+                if line.startswith(PROGRESS):
+                    if on_progress is not None:
+                        _tag, done, total = line.split()
+                        on_progress(int(done), int(total))
+                    continue
+                if echo:
+                    sys.stderr.write(line)
+                if line.strip():
+                    last = line.strip()
+            out = proc.stdout.read()
+            code = sup.wait(proc)
+        finally:  # a stop raised above: the child ends before its scratch folder goes
+            proc.kill()
+            proc.wait()
     if code < 0:
         return code, None, "error: the evaluation process died from %s" % signal_name(-code)
     if code != 0:
