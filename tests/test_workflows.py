@@ -356,7 +356,14 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
 
 
 def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
+    import signal
+    import threading
+
     other = subprocess.Popen(["sleep", "600"])
+    # Reaped as soon as it ends, as CI's shell reaps its dockerd: otherwise it would stay a
+    # zombie of this process, which `kill -0` still finds, and the script would wait its 30 s.
+    reaper = threading.Thread(target=other.wait, daemon=True)
+    reaper.start()
     try:
         proc = subprocess.run(["bash", str(REPO / "ci" / "stop-dockerd.sh"),
                                str(tmp_path / "absent.pid")], capture_output=True, text=True)
@@ -370,7 +377,9 @@ def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
         good.write_text("%d\n" % other.pid)
         proc = subprocess.run(["bash", str(REPO / "ci" / "stop-dockerd.sh"), str(good)],
                               capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0 and other.wait(timeout=10) is not None
+        reaper.join(timeout=10)
+        assert proc.returncode == 0 and other.returncode == -signal.SIGTERM, proc.stderr
+        assert "SIGKILL" not in proc.stderr  # it stopped on SIGTERM, without the 30 s wait
         assert not good.exists()
     finally:
         if other.poll() is None:
