@@ -360,8 +360,9 @@ def test_stop_dockerd_leaves_a_daemon_it_did_not_start_alone(tmp_path):
     import threading
 
     other = subprocess.Popen(["sleep", "600"])
-    # Reaped as soon as it ends, as CI's shell reaps its dockerd: otherwise it would stay a
-    # zombie of this process, which `kill -0` still finds, and the script would wait its 30 s.
+    # Reaped as soon as it ends, as init reaps CI's dockerd (orphaned when
+    # ci/install-docker.sh exits): otherwise it would stay a zombie of this process, which
+    # `kill -0` still finds, and the script would wait its 30 s.
     reaper = threading.Thread(target=other.wait, daemon=True)
     reaper.start()
     try:
