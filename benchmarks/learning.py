@@ -34,6 +34,22 @@ def prepare(src: str, dest: Path, pristine: bool = False) -> None:
                        check=True, stdout=subprocess.DEVNULL)
 
 
+def child_env(site: str, tree: Path, records_from: str, records: Path,
+              standin: str = str(STANDIN)) -> dict:
+    """The environment of a child over the prepared ``tree`` and ``standin``: ``site``'s
+    packages first; the patch records preflight reads (``records_from``'s, OpenRL's and
+    HARL's, with the tree's own) copied into ``records``."""
+    records.mkdir(exist_ok=True)
+    for record in list(Path(records_from).glob("*.json")) + \
+            list((tree / ".mapush-patches").glob("*.json")):
+        shutil.copy(str(record), str(records / record.name))
+    return dict(os.environ, PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1",
+                PYTHONPATH=os.pathsep.join([site, standin, str(tree), str(REPO)]
+                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+                MAPUSH_ROOT=str(tree), MAPUSH_PATCH_RECORDS=str(records),
+                TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+
+
 def curves(run: Path) -> dict:
     """Success per update (progress.txt: step,success,fps) and each update's tags."""
     success = []
@@ -79,16 +95,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     tree = Path("/tmp/learning-tree%s/MAPush" % ("-pristine" if args.pristine else ""))
     prepare(args.src, tree, args.pristine)
-    records = Path("/tmp/learning-records")  # OpenRL's and HARL's, and the tree's own
-    records.mkdir(exist_ok=True)
-    for record in list(Path(args.records).glob("*.json")) + \
-            list((tree / ".mapush-patches").glob("*.json")):
-        shutil.copy(str(record), str(records / record.name))
-    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join([args.site, str(STANDIN), str(tree), str(REPO)]
-                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]),
-               MAPUSH_ROOT=str(tree), MAPUSH_PATCH_RECORDS=str(records),
-               TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = child_env(args.site, tree, args.records, Path("/tmp/learning-records"))
     run = Path(args.run) if args.run else out / "run"
     if (run / "config.json").is_file():
         cmd = [sys.executable, "-m", "mapush", "train", "--resume", str(run)]

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.learning import STANDIN, prepare  # noqa: E402
+from benchmarks.learning import STANDIN, child_env, prepare  # noqa: E402
 
 
 def child(num_envs: int, steps: int, device: str) -> dict:
@@ -84,19 +84,11 @@ def main(argv=None) -> int:
     tree = Path("/tmp/standin-contact-tree/MAPush")
     prepare(args.src, tree)
     records = Path("/tmp/standin-contact-records")
-    records.mkdir(exist_ok=True)
-    for record in list(Path(args.records).glob("*.json")) + \
-            list((tree / ".mapush-patches").glob("*.json")):
-        (records / record.name).write_bytes(record.read_bytes())
     variants = [str(STANDIN)] + args.standin
     rows = []
     for repeat in range(args.repeats):
         for standin in (variants if repeat % 2 == 0 else variants[::-1]):
-            env = dict(os.environ, PYTHONWARNINGS="ignore", MAPUSH_ROOT=str(tree),
-                       MAPUSH_PATCH_RECORDS=str(records), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1",
-                       PYTHONPATH=os.pathsep.join([args.site, standin, str(tree), str(REPO)]
-                                                  + [p for p in [os.environ.get("PYTHONPATH")]
-                                                     if p]))
+            env = child_env(args.site, tree, args.records, records, standin)
             proc = subprocess.run([sys.executable, __file__, "--child",
                                    "--num-envs", str(args.num_envs), "--steps", str(args.steps),
                                    "--device", args.device], env=env, capture_output=True,

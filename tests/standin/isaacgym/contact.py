@@ -122,8 +122,8 @@ class Plane(object):
         self.fixed = [row for row in self.rows if row not in free]
         self.bodies = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r)
                        for r in self.rows]
-        self.mocap = [self.model.body_mocapid[mujoco.mj_name2id(
-            self.model, mujoco.mjtObj.mjOBJ_BODY, "a%d" % r)] for r in self.fixed]
+        self.mocap = [self.model.body_mocapid[body]
+                      for row, body in zip(self.rows, self.bodies) if row not in free]
 
     def step(self, root, walk_velocity):
         """Steps the plane from ``root`` (actors x 13, numpy, Isaac Gym's layout; rows of the

@@ -404,13 +404,14 @@ class Gym(object):
         walk_rows = sim.walk[0].tolist() if sim.walk is not None else []
         sim.plane = contact.Plane(actors, walk_rows, abs(float(sim.params.gravity.z)),
                                   sim.ground_friction, float(sim.params.dt)) if actors else None
+        plane_rows = sim.plane.rows if sim.plane else []
         in_plane = torch.zeros(len(actors), dtype=torch.bool)
-        in_plane[sim.plane.rows if sim.plane else []] = True
+        in_plane[plane_rows] = True
         sim.in_plane = in_plane.to(dev)
         sim.root_body = torch.tensor([a.first_body for a in actors], dtype=torch.long,
                                      device=dev)
         sim.contact = torch.zeros(num_bodies, 3, device=dev)
-        sim.plane_bodies = sim.root_body[sim.plane.rows if sim.plane else []]
+        sim.plane_bodies = sim.root_body[plane_rows]
         sim.body_actor = torch.tensor(
             [i for i, a in enumerate(actors) for _ in range(a.asset.num_bodies)],
             device=dev, dtype=torch.long)
