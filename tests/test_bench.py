@@ -81,3 +81,31 @@ def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(t
     monkeypatch.setattr(learning_plot, "RESULTS", tmp_path)  # no records: one line, exit 2
     assert learning_plot.main(["--out", str(tmp_path / "x.png")]) == 2
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_end_to_end_summary_pairs_the_alternated_runs_and_leaves_out_each_first_update(
+        tmp_path):
+    """benchmarks/e2e_summary.py (#49): a run's median leaves its first update out; the pairs
+    are the call's order two by two, each ours over upstream whichever came first; the ratios'
+    median and quartiles; an order that does not alternate is refused."""
+    from benchmarks import e2e_summary
+
+    def run(name, fps):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "progress.txt").write_text("steps,success_rate,steps_per_s\n" + "".join(
+            "%d,,%s\n" % (100000 * (i + 1), v) for i, v in enumerate(fps)))
+        return folder
+
+    runs = [run("r-up-1", [1.0, 10, 10, 12]), run("r-ours-2", [1.0, 30, 20, 40]),
+            run("r-ours-3", [99.0, 33, 33]), run("r-up-4", [1.0, 11, 11]),
+            run("r-up-5", [1.0, 8, 8]), run("r-ours-6", [1.0, 32, 32])]
+    out = e2e_summary.summary(runs[::-1])  # named by their place in the call, not this list
+    assert out["median_steps_per_s"]["up-1"] == 10.0 and \
+        out["median_steps_per_s"]["ours-2"] == 30.0 and out["median_steps_per_s"]["ours-3"] == 33
+    assert out["pairs"] == [{"up": "up-1", "ours": "ours-2", "ratio": 3.0},
+                            {"up": "up-4", "ours": "ours-3", "ratio": 3.0},
+                            {"up": "up-5", "ours": "ours-6", "ratio": 4.0}]
+    assert out["ratio_quartiles"] == [3.0, 3.0, 3.5]
+    with pytest.raises(SystemExit, match="two ours runs"):
+        e2e_summary.summary([run("r-ours-7", [1.0, 2]), run("r-ours-8", [1.0, 2])])
