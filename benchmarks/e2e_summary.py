@@ -4,9 +4,14 @@ start: captures, allocations), and ours / upstream for each adjacent pair of the
 alternated order, with the pairs' median and interquartile range.
 
     python benchmarks/e2e_summary.py RUN [RUN ...] --out FILE [--what TEXT]
+        [--timed RUN=TIMES ...] [--num-envs 500]
 
 Each RUN is a run folder named ``r-<up|ours>-<n>`` (n: its place in the call's order). The
 pairs are the runs in order, two by two (up, ours, ours, up, ...: each pair one of each).
+A ``--timed`` run (``learning.py --standin-times``) is summarized apart: the share of its wall
+time inside the Isaac Gym stand-in, and that share of its vector step in ms (the stand-in's
+cost, which a run over PhysX does not pay; its timing syncs the device at each call, so the
+run itself is a little slower than an untimed one).
 """
 import argparse
 import json
@@ -32,6 +37,26 @@ def quartiles(values: list) -> list:
         return [values[0]] * 3
     q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return [q1, median, q3]
+
+
+def standin_share(times: Path) -> dict:
+    """From a timed run's ``ISAACGYM_STANDIN_TIMES`` lines (tests/standin/isaacgym/timing.py):
+    the share of wall time spent in the stand-in, from the line where a quarter of the run's
+    ``simulate`` calls were made (the start and the first steps left out) to the last; the
+    stand-in's ms per ``simulate`` call; and the share of each method."""
+    lines = [json.loads(line) for line in times.read_text().splitlines() if line.strip()]
+    last = lines[-1]
+    calls = last["calls"].get("simulate", 0)
+    first = next(line for line in lines if line["calls"].get("simulate", 0) >= calls / 4)
+    wall, inside = last["wall"] - first["wall"], last["total"] - first["total"]
+    steps = calls - first["calls"].get("simulate", 0)
+    if wall <= 0 or steps <= 0:
+        raise SystemExit("error: %s holds too short a run to time the stand-in" % times)
+    by_method = {name: round((seconds - first["seconds"].get(name, 0.0)) / wall, 4)
+                 for name, seconds in last["seconds"].items()}
+    return {"share": round(inside / wall, 4), "ms_per_simulate": round(inside / steps * 1e3, 3),
+            "window_s": round(wall, 1), "share_by_method": {
+                k: v for k, v in sorted(by_method.items(), key=lambda kv: -kv[1]) if v >= 0.001}}
 
 
 def summary(runs: list) -> dict:
@@ -64,13 +89,25 @@ def summary(runs: list) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+")
+    parser.add_argument("runs", nargs="*")
     parser.add_argument("--out", required=True)
     parser.add_argument("--what", default="")
+    parser.add_argument("--timed", action="append", default=[], metavar="RUN=TIMES",
+                        help="a run timed with ISAACGYM_STANDIN_TIMES=TIMES (not in the pairs)")
+    parser.add_argument("--num-envs", type=int, default=500)
     args = parser.parse_args(argv)
     record = dict({"what": args.what}, **summary([Path(r) for r in args.runs]))
+    record["timed"] = {}
+    for item in args.timed:
+        run, times = (Path(p) for p in item.split("=", 1))
+        later = [fps for _, fps in steps_per_s(run)[1:]]
+        timed = dict(standin_share(times), steps_per_s=round(statistics.median(later), 1))
+        step_ms = args.num_envs / timed["steps_per_s"] * 1e3
+        timed.update(step_ms=round(step_ms, 2), standin_ms=round(step_ms * timed["share"], 2))
+        record["timed"][run.name] = timed
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps({k: record[k] for k in ("median_steps_per_s", "pairs", "ratio_quartiles")}))
+    print(json.dumps({k: record[k] for k in ("median_steps_per_s", "pairs", "ratio_quartiles",
+                                              "timed")}))
     return 0
 
 

@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     parser.add_argument("--run", help="the run directory (default OUT/run); resumed if there")
     parser.add_argument("--config", help="the trainer's --config YAML (e.g. device_rollout: "
                         "false for an OpenRL without patch 03)")
+    parser.add_argument("--standin-times", metavar="FILE", help="time the stand-in's calls "
+                        "into FILE (tests/standin/isaacgym/timing.py)")
     parser.add_argument("--pristine", action="store_true",
                         help="MQE as upstream ships it (no patch of ours; run without preflight,"
                         " which checks our patches): the baseline of an end-to-end comparison")
@@ -96,6 +98,8 @@ def main(argv=None) -> int:
     tree = Path("/tmp/learning-tree%s/MAPush" % ("-pristine" if args.pristine else ""))
     prepare(args.src, tree, args.pristine)
     env = child_env(args.site, tree, args.records, Path("/tmp/learning-records"))
+    if args.standin_times:
+        env["ISAACGYM_STANDIN_TIMES"] = str(Path(args.standin_times).resolve())
     run = Path(args.run) if args.run else out / "run"
     if (run / "config.json").is_file():
         cmd = [sys.executable, "-m", "mapush", "train", "--resume", str(run)]

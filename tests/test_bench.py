@@ -109,3 +109,22 @@ def test_the_end_to_end_summary_pairs_the_alternated_runs_and_leaves_out_each_fi
     assert out["ratio_quartiles"] == [3.0, 3.0, 3.5]
     with pytest.raises(SystemExit, match="two ours runs"):
         e2e_summary.summary([run("r-ours-7", [1.0, 2]), run("r-ours-8", [1.0, 2])])
+
+
+def test_the_stand_ins_share_is_taken_after_a_quarter_of_the_runs_simulate_calls(tmp_path):
+    """benchmarks/e2e_summary.py's ``--timed``: the stand-in's share of the wall time from the
+    line where a quarter of the simulate calls were made to the last (the start, where the
+    stand-in builds the sim, left out), its ms per simulate call and each method's share."""
+    from benchmarks import e2e_summary
+
+    lines = [{"wall": 0.0, "total": 0.0, "calls": {"create_sim": 1},
+              "seconds": {"create_sim": 0.0}},
+             {"wall": 10.0, "total": 5.0, "calls": {"create_sim": 1, "simulate": 10},
+              "seconds": {"create_sim": 4.0, "simulate": 1.0}},
+             {"wall": 20.0, "total": 8.0, "calls": {"create_sim": 1, "simulate": 40},
+              "seconds": {"create_sim": 4.0, "simulate": 4.0}}]
+    times = tmp_path / "t.jsonl"
+    times.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    share = e2e_summary.standin_share(times)
+    assert share["share"] == 0.3 and share["ms_per_simulate"] == 100.0  # 3 s over 10, 30 calls
+    assert share["window_s"] == 10.0 and share["share_by_method"] == {"simulate": 0.3}

@@ -332,3 +332,67 @@ def test_contact_forces_are_each_contacts_force_summed_per_body():
     assert out["touched"] == [0, 1, 2, 3, 4]  # the post (fixed) included
     assert out["net"] <= 1e-9 * out["scale"]  # action and reaction
     assert out["box_x"][0] > 0.6 + 0.05 and out["box_x"][1] < 0.62 + 0.01  # pushed; held
+
+
+TIMED = """
+import json, sys
+from isaacgym import gymapi
+gym = gymapi.acquire_gym()
+sim = gym.create_sim(0, 0, gymapi.SIM_PHYSX, gymapi.SimParams())
+asset = gym.load_asset(sim, sys.argv[1].rsplit("/", 1)[0], sys.argv[1].rsplit("/", 1)[1],
+                       gymapi.AssetOptions())
+env = gym.create_env(sim, gymapi.Vec3(), gymapi.Vec3(1, 1, 1), 1)
+gym.create_actor(env, asset, gymapi.Transform(), "r", 0, 0)
+gym.prepare_sim(sim)
+for _ in range(3):
+    gym.simulate(sim)
+    gym.fetch_results(sim, True)
+print(json.dumps({"wrapped": hasattr(gymapi.Gym.simulate, "__wrapped__")}))
+"""
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_the_stand_ins_own_time_is_counted_per_call_once(tmp_path, timed):
+    """``ISAACGYM_STANDIN_TIMES`` (isaacgym/timing.py, for benchmarks): every call into the
+    stand-in's Gym counted, with its time, a nested call once (the methods' seconds sum to
+    the total); unset, the stand-in's methods are its own."""
+    urdf, times = tmp_path / "r.urdf", tmp_path / "times.jsonl"
+    urdf.write_text(URDF)
+    env = {"PYTHONPATH": str(STANDIN), "PATH": "/usr/bin:/bin"}
+    if timed:
+        env.update(ISAACGYM_STANDIN_TIMES=str(times), ISAACGYM_STANDIN_TIMES_EVERY_S="0")
+    proc = subprocess.run([sys.executable, "-c", TIMED, str(urdf)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["wrapped"] is timed
+    if not timed:
+        assert not times.exists()
+        return
+    lines = [json.loads(line) for line in times.read_text().splitlines()]  # one a call
+    last = lines[-1]
+    assert lines[0]["calls"] == {"create_sim": 1} and len(lines) == sum(last["calls"].values())
+    assert last["calls"]["simulate"] == 3 and last["calls"]["fetch_results"] == 3
+    assert last["calls"]["load_asset"] == 1 and last["total"] > 0
+    assert sum(last["seconds"].values()) == pytest.approx(last["total"], abs=1e-3)
+
+
+def test_a_call_made_from_within_another_is_timed_once(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("standin_timing",
+                                                  str(STANDIN / "isaacgym" / "timing.py"))
+    timing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(timing)
+    timing.EVERY_S = 0.0
+
+    class Calls(object):
+        def outer(self):
+            return self.inner() + 1
+
+        def inner(self):
+            return 1
+
+    timing.install(Calls, str(tmp_path / "t.jsonl"))
+    assert Calls().outer() == 2 and Calls().inner() == 1
+    last = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[-1])
+    assert last["calls"] == {"outer": 1, "inner": 1}

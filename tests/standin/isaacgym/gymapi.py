@@ -4,9 +4,12 @@ MQE at the pin calls, with the real names, signatures and tensor layouts.
 It is not PhysX and never pretends to be. ``simulate`` is a simple deterministic physics:
 each DOF's velocity follows its drive (the actuation force in effort mode, a PD toward the
 target in position mode) and its position integrates that velocity within the limits; each
-actor root integrates its own linear and angular velocity. There is no gravity, no contact
-and no collision: the net contact forces stay zero. What MQE reads back (states, contact
-forces, camera frames) has Isaac Gym's shapes, dtypes and devices.
+actor root integrates its own linear and angular velocity; the actors with collision
+shapes move instead in a contact world of the plane (``contact.py``: the robots walk where
+their joints command, boxes are pushed, with each actor's net contact force). Nothing falls:
+there is no gravity's motion. What MQE reads back (states, contact forces, camera frames) has
+Isaac Gym's shapes, dtypes and devices. ``ISAACGYM_STANDIN_TIMES`` times every call
+(``timing.py``, for benchmarks).
 
 Assets are read from the URDF that ``load_asset`` is given (``urdf.py``): names, counts and
 order of DOFs and rigid bodies, DOF properties as a numpy structured array, one rigid shape
@@ -821,6 +824,12 @@ class Gym(object):
 
     def destroy_viewer(self, viewer):
         pass
+
+
+if os.environ.get("ISAACGYM_STANDIN_TIMES"):  # benchmarks: the stand-in's own time (timing.py)
+    from isaacgym import timing
+
+    timing.install(Gym, os.environ["ISAACGYM_STANDIN_TIMES"])
 
 
 def acquire_gym():
