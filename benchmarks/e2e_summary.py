@@ -31,6 +31,13 @@ def steps_per_s(run: Path) -> list:
     return rows
 
 
+def steady_median(rows: list):
+    """The median env steps/s of a run's updates after its first (``steps_per_s``'s rows);
+    None for a run of one update."""
+    later = [fps for _, fps in rows[1:]]
+    return round(statistics.median(later), 1) if later else None
+
+
 def quartiles(values: list) -> list:
     """The first quartile, the median and the third quartile (inclusive method)."""
     if len(values) == 1:
@@ -71,8 +78,7 @@ def summary(runs: list) -> dict:
     for n, kind, run in named:
         key = "%s-%d" % (kind, n)
         progress[key] = steps_per_s(run)
-        later = [fps for _, fps in progress[key][1:]]
-        medians[key] = round(statistics.median(later), 1) if later else None
+        medians[key] = steady_median(progress[key])
     pairs = []
     for (n1, k1, _), (n2, k2, _) in zip(named[0::2], named[1::2]):
         if k1 == k2:
@@ -100,8 +106,10 @@ def main(argv=None) -> int:
     record["timed"] = {}
     for item in args.timed:
         run, times = (Path(p) for p in item.split("=", 1))
-        later = [fps for _, fps in steps_per_s(run)[1:]]
-        timed = dict(standin_share(times), steps_per_s=round(statistics.median(later), 1))
+        median = steady_median(steps_per_s(run))
+        if median is None:
+            raise SystemExit("error: %s logged one update: a timed run needs two or more" % run)
+        timed = dict(standin_share(times), steps_per_s=median)
         step_ms = args.num_envs / timed["steps_per_s"] * 1e3
         timed.update(step_ms=round(step_ms, 2), standin_ms=round(step_ms * timed["share"], 2))
         record["timed"][run.name] = timed

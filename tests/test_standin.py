@@ -354,8 +354,8 @@ print(json.dumps({"wrapped": hasattr(gymapi.Gym.simulate, "__wrapped__")}))
 @pytest.mark.parametrize("timed", [True, False])
 def test_the_stand_ins_own_time_is_counted_per_call_once(tmp_path, timed):
     """``ISAACGYM_STANDIN_TIMES`` (isaacgym/timing.py, for benchmarks): every call into the
-    stand-in's Gym counted, with its time, a nested call once (the methods' seconds sum to
-    the total); unset, the stand-in's methods are its own."""
+    stand-in's Gym counted, with its time (the methods' seconds sum to the total), a line a
+    call here; unset, the stand-in's methods are its own. A nested call: the test below."""
     urdf, times = tmp_path / "r.urdf", tmp_path / "times.jsonl"
     urdf.write_text(URDF)
     env = {"PYTHONPATH": str(STANDIN), "PATH": "/usr/bin:/bin"}

@@ -3,8 +3,9 @@
 With ``ISAACGYM_STANDIN_TIMES=FILE`` set, every call into the stand-in's ``Gym`` is timed,
 the device synchronized before and after it (so that its kernels count as its own), a call
 made from within another counted once. Every ``EVERY_S`` seconds of wall time
-(``ISAACGYM_STANDIN_TIMES_EVERY_S``, default 2; and at the first call) the process appends one JSON line to FILE: ``wall`` (seconds since its first
-call), ``total`` (seconds inside the stand-in), and the calls and seconds per method.
+(``ISAACGYM_STANDIN_TIMES_EVERY_S``, default 2; and at the first call) the process appends
+one JSON line to FILE: ``wall`` (seconds since its first call), ``total`` (seconds inside
+the stand-in), and the calls and seconds per method.
 Isaac Gym's own ``Gym`` has no such thing: PhysX's step is not the stand-in's, and a figure
 of this module is the stand-in's cost, to be subtracted from a run's, never PhysX's.
 """
