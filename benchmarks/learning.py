@@ -42,7 +42,9 @@ def child_env(site: str, tree: Path, records_from: str, records: Path,
     records.mkdir(exist_ok=True)
     for record in list(Path(records_from).glob("*.json")) + \
             list((tree / ".mapush-patches").glob("*.json")):
-        shutil.copy(str(record), str(records / record.name))
+        part = records / (".%s.%d" % (record.name, os.getpid()))
+        shutil.copy(str(record), str(part))  # then renamed: two runs at once may share records
+        os.replace(str(part), str(records / record.name))
     return dict(os.environ, PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1",
                 PYTHONPATH=os.pathsep.join([site, standin, str(tree), str(REPO)]
                                            + [p for p in [os.environ.get("PYTHONPATH")] if p]),

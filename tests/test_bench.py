@@ -128,3 +128,35 @@ def test_the_stand_ins_share_is_taken_after_a_quarter_of_the_runs_simulate_calls
     share = e2e_summary.standin_share(times)
     assert share["share"] == 0.3 and share["ms_per_simulate"] == 100.0  # 3 s over 10, 30 calls
     assert share["window_s"] == 10.0 and share["share_by_method"] == {"simulate": 0.3}
+
+
+def test_the_scaling_summary_adds_a_slots_two_runs_and_pairs_the_alternated_slots(tmp_path):
+    """benchmarks/scaling_summary.py (#52): a slot of two processes at once counts the sum of
+    their medians (each without its first update); the pairs are the call's slots two by two,
+    each two over one whichever came first; the most each GPU held; a slot of the wrong size
+    and an order that does not alternate are refused."""
+    from benchmarks import scaling_summary
+
+    def run(name, fps):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "progress.txt").write_text("steps,success_rate,steps_per_s\n" + "".join(
+            "%d,,%s\n" % (100000 * (i + 1), v) for i, v in enumerate(fps)))
+        return folder
+
+    runs = [run("one-1", [1.0, 10, 10]), run("two-2-0", [1.0, 9, 9]), run("two-2-1", [50.0, 10]),
+            run("two-3-0", [1.0, 8, 8]), run("two-3-1", [1.0, 8]), run("one-4", [1.0, 8, 8])]
+    out = scaling_summary.summary(runs[::-1])
+    assert out["slot_steps_per_s"] == {"one-1": 10.0, "two-2": 19.0, "two-3": 16.0,
+                                       "one-4": 8.0}
+    assert out["pairs"] == [{"one": "one-1", "two": "two-2", "ratio": 1.9},
+                            {"one": "one-4", "two": "two-3", "ratio": 2.0}]
+    assert out["ratio_quartiles"] == [1.925, 1.95, 1.975]
+    assert scaling_summary.memory(["0, 100", "1, 90", "0, 300", "garbage", "1, 80"]) == \
+        {"0": 300, "1": 90}
+    with pytest.raises(SystemExit, match="slot 5 .two. holds 1 runs"):
+        scaling_summary.summary([run("two-5-0", [1.0, 2])])
+    with pytest.raises(SystemExit, match="two one slots"):
+        scaling_summary.summary([run("one-6", [1.0, 2]), run("one-7", [1.0, 2])])
+    with pytest.raises(SystemExit, match="not a run folder"):
+        scaling_summary.summary([run("three-8", [1.0, 2])])
