@@ -173,10 +173,15 @@ PYTHON_HOST_READS = ("cpu", "numpy", "tolist")  # Tensor methods: device to host
 GRAPH_SYNCS = {}
 
 
+SCRIPT_OPS = {}  # a TorchScript function -> _script_host_ops of it (its graph is fixed)
+
+
 def _script_host_ops(fn):
     """``{op: count}`` of the host transfers in a TorchScript function's graph, its callees
     inlined (an ``aten::Float``/``Int``/``Bool`` only of a tensor: an .item())."""
-    found = {}
+    if fn in SCRIPT_OPS:
+        return SCRIPT_OPS[fn]
+    found = SCRIPT_OPS[fn] = {}
     for node in fn.inlined_graph.nodes():
         kind = node.kind()
         if kind not in SCRIPT_HOST_OPS:
@@ -193,7 +198,6 @@ def host_transfers(fn):
     aten ops (HOST_SYNCS, HOST_COPIES), host transfers inside the TorchScript functions of
     isaacgym.torch_utils it called (``"<function>: <op>"``), and Tensor.cpu/numpy/tolist."""
     from isaacgym import torch_utils
-    from torch.profiler import ProfilerActivity, profile
 
     scripted = {name: f for name, f in vars(torch_utils).items()
                 if isinstance(f, torch.jit.ScriptFunction)}
@@ -213,18 +217,33 @@ def host_transfers(fn):
     for name in PYTHON_HOST_READS:
         setattr(torch.Tensor, name, reading(name))
     try:
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            result = fn()
+        result, names = op_names(fn)
     finally:
         for name, method in originals.items():
             setattr(torch.Tensor, name, method)
-    for event in prof.events():
-        if event.name in HOST_SYNCS + HOST_COPIES:
-            count(event.name)
-        elif event.name in scripted:
-            for op, n in _script_host_ops(scripted[event.name]).items():
-                count("%s: %s" % (event.name, op), n)
+    for name in names:
+        if name in HOST_SYNCS + HOST_COPIES:
+            count(name)
+        elif name in scripted:
+            for op, n in _script_host_ops(scripted[name]).items():
+                count("%s: %s" % (name, op), n)
     return result, found
+
+
+def op_names(fn):
+    """fn's result and the names of the ops it ran, from the profiler's raw events (on torch
+    1.13, leaving torch.profiler.profile turned them into its event tree, nine tenths of an
+    emulated trace's time; the names are the same, but that a tree folds an op nested in an
+    op of its own name)."""
+    from torch.autograd import _disable_profiler, profiler
+
+    profiler.profile(use_kineto=True).__enter__()
+    try:
+        result = fn()
+    finally:
+        events = _disable_profiler().events()
+        getattr(profiler, "_run_on_profiler_stop", lambda: None)()  # torch 2.x's flag
+    return result, [event.name() for event in events]
 
 
 def emulated_capture(owner, fn, restore=None):
