@@ -79,17 +79,26 @@ def summary(runs: list) -> dict:
         key = "%s-%d" % (kind, n)
         progress[key] = steps_per_s(run)
         medians[key] = steady_median(progress[key])
+    pairs = alternated_pairs([(n, kind) for n, kind, _ in named], "up", "ours", medians, "runs")
+    return dict({"progress": progress, "median_steps_per_s": medians}, **pairs)
+
+
+def alternated_pairs(ordered: list, base: str, other: str, rate: dict, what: str) -> dict:
+    """The call's ``ordered`` ``(n, kind)`` two by two, each pair one ``base`` and one
+    ``other`` whichever came first (else refused: the order must alternate), keyed
+    ``"<kind>-<n>"`` in ``rate``: ``pairs`` (each with other's rate over base's, where both
+    are known) and the ratios' ``ratio_quartiles``."""
     pairs = []
-    for (n1, k1, _), (n2, k2, _) in zip(named[0::2], named[1::2]):
+    for (n1, k1), (n2, k2) in zip(ordered[0::2], ordered[1::2]):
         if k1 == k2:
-            raise SystemExit("error: the pair %d, %d is two %s runs: the call's order must "
-                             "alternate" % (n1, n2, k1))
+            raise SystemExit("error: the pair %d, %d is two %s %s: the call's order must "
+                             "alternate" % (n1, n2, k1, what))
         first, second = "%s-%d" % (k1, n1), "%s-%d" % (k2, n2)
-        up, ours = (first, second) if k1 == "up" else (second, first)
-        if medians[up] and medians[ours]:
-            pairs.append({"up": up, "ours": ours, "ratio": round(medians[ours] / medians[up], 3)})
+        low, high = (first, second) if k1 == base else (second, first)
+        if rate[low] and rate[high]:
+            pairs.append({base: low, other: high, "ratio": round(rate[high] / rate[low], 3)})
     ratios = [p["ratio"] for p in pairs]
-    return {"progress": progress, "median_steps_per_s": medians, "pairs": pairs,
+    return {"pairs": pairs,
             "ratio_quartiles": [round(x, 3) for x in quartiles(ratios)] if ratios else None}
 
 

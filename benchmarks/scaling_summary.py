@@ -22,11 +22,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.e2e_summary import quartiles, steady_median, steps_per_s  # noqa: E402
+from benchmarks.e2e_summary import alternated_pairs, steady_median, steps_per_s  # noqa: E402
 
 
 def slots(runs: list) -> list:
-    """``[(n, kind, {run name: median})]`` in slot order."""
+    """``[(n, kind, {run name: steps_per_s rows})]`` in slot order."""
     found = {}  # type: dict
     for run in runs:
         match = re.fullmatch(r"(one)-(\d+)|(two)-(\d+)-(\d+)", run.name)
@@ -38,11 +38,11 @@ def slots(runs: list) -> list:
         entry = found.setdefault(int(n), (kind, {}))
         if entry[0] != kind:
             raise SystemExit("error: slot %s holds both one- and two- runs" % n)
-        entry[1][run.name] = steady_median(steps_per_s(run))
-    for n, (kind, medians) in found.items():
-        if len(medians) != (1 if kind == "one" else 2):
-            raise SystemExit("error: slot %d (%s) holds %d runs" % (n, kind, len(medians)))
-    return [(n, kind, medians) for n, (kind, medians) in sorted(found.items())]
+        entry[1][run.name] = steps_per_s(run)
+    for n, (kind, rows) in found.items():
+        if len(rows) != (1 if kind == "one" else 2):
+            raise SystemExit("error: slot %d (%s) holds %d runs" % (n, kind, len(rows)))
+    return [(n, kind, rows) for n, (kind, rows) in sorted(found.items())]
 
 
 def memory(lines: list) -> dict:
@@ -57,25 +57,15 @@ def memory(lines: list) -> dict:
 
 def summary(runs: list) -> dict:
     ordered = slots(runs)
+    progress = {name: rows for _, _, by_run in ordered for name, rows in by_run.items()}
+    medians = {name: steady_median(rows) for name, rows in progress.items()}
     rate = {}
-    for n, kind, medians in ordered:
-        rate["%s-%d" % (kind, n)] = (round(sum(medians.values()), 1)
-                                     if None not in medians.values() else None)
-    pairs = []
-    for (n1, k1, _), (n2, k2, _) in zip(ordered[0::2], ordered[1::2]):
-        if k1 == k2:
-            raise SystemExit("error: the pair %d, %d is two %s slots: the call's order must "
-                             "alternate" % (n1, n2, k1))
-        one, two = ("%s-%d" % (k1, n1), "%s-%d" % (k2, n2)) if k1 == "one" else \
-            ("%s-%d" % (k2, n2), "%s-%d" % (k1, n1))
-        if rate[one] and rate[two]:
-            pairs.append({"one": one, "two": two, "ratio": round(rate[two] / rate[one], 3)})
-    ratios = [p["ratio"] for p in pairs]
-    return {"progress": {run.name: steps_per_s(run) for run in runs},
-            "median_steps_per_s": {name: m for _, _, medians in ordered
-                                   for name, m in medians.items()},
-            "slot_steps_per_s": rate, "pairs": pairs,
-            "ratio_quartiles": [round(x, 3) for x in quartiles(ratios)] if ratios else None}
+    for n, kind, by_run in ordered:
+        mine = [medians[name] for name in by_run]
+        rate["%s-%d" % (kind, n)] = round(sum(mine), 1) if None not in mine else None
+    pairs = alternated_pairs([(n, kind) for n, kind, _ in ordered], "one", "two", rate, "slots")
+    return dict({"progress": progress, "median_steps_per_s": medians,
+                 "slot_steps_per_s": rate}, **pairs)
 
 
 def main(argv=None) -> int:

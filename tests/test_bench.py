@@ -83,6 +83,14 @@ def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(t
     assert not (tmp_path / "x.png").exists()
 
 
+def progress_run(folder, fps):
+    """A run folder whose progress.txt logs one update of 100,000 env steps per ``fps``."""
+    folder.mkdir()
+    (folder / "progress.txt").write_text("steps,success_rate,steps_per_s\n" + "".join(
+        "%d,,%s\n" % (100000 * (i + 1), v) for i, v in enumerate(fps)))
+    return folder
+
+
 def test_the_end_to_end_summary_pairs_the_alternated_runs_and_leaves_out_each_first_update(
         tmp_path):
     """benchmarks/e2e_summary.py (#49): a run's median leaves its first update out; the pairs
@@ -91,11 +99,7 @@ def test_the_end_to_end_summary_pairs_the_alternated_runs_and_leaves_out_each_fi
     from benchmarks import e2e_summary
 
     def run(name, fps):
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "progress.txt").write_text("steps,success_rate,steps_per_s\n" + "".join(
-            "%d,,%s\n" % (100000 * (i + 1), v) for i, v in enumerate(fps)))
-        return folder
+        return progress_run(tmp_path / name, fps)
 
     runs = [run("r-up-1", [1.0, 10, 10, 12]), run("r-ours-2", [1.0, 30, 20, 40]),
             run("r-ours-3", [99.0, 33, 33]), run("r-up-4", [1.0, 11, 11]),
@@ -138,11 +142,7 @@ def test_the_scaling_summary_adds_a_slots_two_runs_and_pairs_the_alternated_slot
     from benchmarks import scaling_summary
 
     def run(name, fps):
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "progress.txt").write_text("steps,success_rate,steps_per_s\n" + "".join(
-            "%d,,%s\n" % (100000 * (i + 1), v) for i, v in enumerate(fps)))
-        return folder
+        return progress_run(tmp_path / name, fps)
 
     runs = [run("one-1", [1.0, 10, 10]), run("two-2-0", [1.0, 9, 9]), run("two-2-1", [50.0, 10]),
             run("two-3-0", [1.0, 8, 8]), run("two-3-1", [1.0, 8]), run("one-4", [1.0, 8, 8])]
