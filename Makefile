@@ -28,6 +28,9 @@ PYTHON ?= python3
 VENV ?= .venv
 VENV_PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# make test's pytest workers (pytest-xdist, a test file to a worker): most tests wait on one
+# child process, so one worker per core takes about half the time on two cores; 0: one process
+TEST_WORKERS ?= auto
 
 # Options of `make train` (and eval, doctor, smoke-test). Checked before Docker starts.
 # 200 for the mid level; 500 for TASK=go1push_upper, as upstream trains the high level
@@ -225,6 +228,7 @@ help: ## list the targets and their variables
 	@echo "    IMAGE=$(IMAGE)  TENSORBOARD_IMAGE=$(TENSORBOARD_IMAGE)"
 	@echo "    PYTHON=$(PYTHON)  any Python 3.10-3.13 (make venv, make test)  VENV=$(VENV)"
 	@echo "    HOST_VENV=$(HOST_VENV)  (make report: mapush on the host)"
+	@echo "    TEST_WORKERS=$(TEST_WORKERS)  make test's pytest-xdist workers, one per core (0: one process)"
 	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
 	@echo "    MAPUSH_SRC=$(or $(MAPUSH_SRC),(empty: fetched into build/ for the real-MQE tests, else they skip))  MAPush at the pin (make test, test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
@@ -259,7 +263,7 @@ venv: $(VENV)/.stamp ## create the test virtualenv (.venv) from env/requirements
 
 .PHONY: test
 test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed)
-	$(WITH_MAPUSH_SRC) $(VENV_PY) -m pytest $(PYTEST_ARGS)
+	$(WITH_MAPUSH_SRC) $(VENV_PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The real-MQE tests (tests/standin) need MAPush at the pin: MAPUSH_SRC, else a tree fetched
 # once into build/ as the image fetches it; without either they skip, saying why.
