@@ -21,6 +21,12 @@ import sys
 from pathlib import Path
 
 
+def refuse(message: str) -> None:
+    """Bad input (a run folder, a call's order): one ``error:`` line, exit 2."""
+    print("error: " + message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def steps_per_s(run: Path) -> list:
     """``[steps, steps_per_s]`` for each update of ``run`` (``progress.txt``)."""
     rows = []
@@ -58,7 +64,7 @@ def standin_share(times: Path) -> dict:
     wall, inside = last["wall"] - first["wall"], last["total"] - first["total"]
     steps = calls - first["calls"].get("simulate", 0)
     if wall <= 0 or steps <= 0:
-        raise SystemExit("error: %s holds too short a run to time the stand-in" % times)
+        refuse("%s holds too short a run to time the stand-in" % times)
     by_method = {name: round((seconds - first["seconds"].get(name, 0.0)) / wall, 4)
                  for name, seconds in last["seconds"].items()}
     return {"share": round(inside / wall, 4), "ms_per_simulate": round(inside / steps * 1e3, 3),
@@ -71,7 +77,7 @@ def summary(runs: list) -> dict:
     for run in runs:
         match = re.fullmatch(r"r-(up|ours)-(\d+)", run.name)
         if not match:
-            raise SystemExit("error: %s is not a run folder named r-<up|ours>-<n>" % run)
+            refuse("%s is not a run folder named r-<up|ours>-<n>" % run)
         named.append((int(match.group(2)), match.group(1), run))
     named.sort()
     progress, medians = {}, {}
@@ -91,8 +97,8 @@ def alternated_pairs(ordered: list, base: str, other: str, rate: dict, what: str
     pairs = []
     for (n1, k1), (n2, k2) in zip(ordered[0::2], ordered[1::2]):
         if k1 == k2:
-            raise SystemExit("error: the pair %d, %d is two %s %s: the call's order must "
-                             "alternate" % (n1, n2, k1, what))
+            refuse("the pair %d, %d is two %s %s: the call's order must alternate"
+                   % (n1, n2, k1, what))
         first, second = "%s-%d" % (k1, n1), "%s-%d" % (k2, n2)
         low, high = (first, second) if k1 == base else (second, first)
         if rate[low] and rate[high]:
@@ -117,7 +123,7 @@ def main(argv=None) -> int:
         run, times = (Path(p) for p in item.split("=", 1))
         median = steady_median(steps_per_s(run))
         if median is None:
-            raise SystemExit("error: %s logged one update: a timed run needs two or more" % run)
+            refuse("%s logged one update: a timed run needs two or more" % run)
         timed = dict(standin_share(times), steps_per_s=median)
         step_ms = args.num_envs / timed["steps_per_s"] * 1e3
         timed.update(step_ms=round(step_ms, 2), standin_ms=round(step_ms * timed["share"], 2))

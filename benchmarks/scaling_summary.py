@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.e2e_summary import alternated_pairs, steady_median, steps_per_s  # noqa: E402
+from benchmarks.e2e_summary import (alternated_pairs, refuse, steady_median,  # noqa: E402
+                                    steps_per_s)
 
 
 def slots(runs: list) -> list:
@@ -31,17 +32,16 @@ def slots(runs: list) -> list:
     for run in runs:
         match = re.fullmatch(r"(one)-(\d+)|(two)-(\d+)-(\d+)", run.name)
         if not match:
-            raise SystemExit("error: %s is not a run folder named one-<n> or two-<n>-<gpu>"
-                             % run)
+            refuse("%s is not a run folder named one-<n> or two-<n>-<gpu>" % run)
         kind, n = (match.group(1), match.group(2)) if match.group(1) else \
             (match.group(3), match.group(4))
         entry = found.setdefault(int(n), (kind, {}))
         if entry[0] != kind:
-            raise SystemExit("error: slot %s holds both one- and two- runs" % n)
+            refuse("slot %s holds both one- and two- runs" % n)
         entry[1][run.name] = steps_per_s(run)
     for n, (kind, rows) in found.items():
         if len(rows) != (1 if kind == "one" else 2):
-            raise SystemExit("error: slot %d (%s) holds %d runs" % (n, kind, len(rows)))
+            refuse("slot %d (%s) holds %d runs" % (n, kind, len(rows)))
     return [(n, kind, rows) for n, (kind, rows) in sorted(found.items())]
 
 
