@@ -6,10 +6,11 @@ openrl stays pristine (tests copy it); HARL's upstream files come from the harl-
 (see docs/upstream.md), verified against the pinned hashes before they are patched.
 """
 import hashlib
-import importlib.util
+import importlib.machinery
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Dict, Tuple, Union
@@ -51,7 +52,9 @@ def pristine_openrl_dir() -> Path:
     copy in ``MAPUSH_PRISTINE_OPENRL``."""
     if os.environ.get("MAPUSH_PRISTINE_OPENRL"):
         return Path(os.environ["MAPUSH_PRISTINE_OPENRL"])
-    spec = importlib.util.find_spec("openrl")
+    # sys.path's, not sys.modules': a test that imported a patched copy in this process
+    # (tests/test_schema.py) leaves it in sys.modules, where importlib.util.find_spec looks
+    spec = importlib.machinery.PathFinder.find_spec("openrl", sys.path)
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("openrl is not installed in this interpreter; run `make venv`")
     return Path(list(spec.submodule_search_locations)[0])
