@@ -91,7 +91,9 @@ def _launch_once(script: str, args: argparse.Namespace) -> list:
                     proc.kill()
     if failed is not None:
         why = waits[failed].exception()
-        said = waits[failed].result()[1] if not why else ""
+        # any rank's: when rank 0 cannot listen, another rank may abort first (SIGABRT,
+        # "terminate called without an active exception", seen on torch 1.13)
+        said = "".join(wait.result()[1] for wait in waits if not wait.exception())
         if "EADDRINUSE" in said or "Address already in use" in said:  # torch 2.x, 1.13
             raise PortTaken("rank %d: the rendezvous port was taken" % failed)
         raise RuntimeError("rank %d %s" % (failed, why or "exited %d: %s" % (
