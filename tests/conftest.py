@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -152,15 +153,33 @@ def double_env(upstream=None, **extra):
     return env
 
 
+@contextmanager
+def mqe_double_importable():
+    """The double's ``mqe`` importable inside the block. After it, ``sys.path`` is as it was
+    and the ``mqe`` modules imported inside are forgotten: a test worker runs many files in one
+    process, and a later file must not find the double as ``mqe``."""
+    before = set(sys.modules)
+    added = str(DOUBLES) not in sys.path
+    if added:
+        sys.path.append(str(DOUBLES))
+    try:
+        yield
+    finally:
+        if added:
+            sys.path.remove(str(DOUBLES))
+        for name in set(sys.modules) - before:
+            if name == "mqe" or name.startswith("mqe."):
+                del sys.modules[name]
+
+
 def double_config(obj):
     """The double's ``Go1PushMidCfg`` of ``obj``, loaded as the product loads it (its
     ``from mqe.envs.go1.go1 import Go1Cfg`` finds the double's mqe, which imports nothing
     heavy)."""
     from mapush.sim import load_object_config
 
-    if str(DOUBLES) not in sys.path:
-        sys.path.append(str(DOUBLES))
-    return load_object_config(obj, DOUBLE_ROOT)
+    with mqe_double_importable():
+        return load_object_config(obj, DOUBLE_ROOT)
 
 
 def run_mapush(args, env, cwd=None, timeout=600):
