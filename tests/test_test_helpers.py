@@ -12,9 +12,12 @@ def mqe_modules():
     return sorted(m for m in sys.modules if m == "mqe" or m.startswith("mqe."))
 
 
-def test_double_config_leaves_no_mqe_and_no_path_behind():
+def test_double_config_leaves_no_mqe_and_no_path_behind(monkeypatch):
+    # a clean process's state, whatever this worker ran before (restored after the test)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(DOUBLES)])
+    for name in mqe_modules():
+        monkeypatch.delitem(sys.modules, name)
     path = list(sys.path)
-    assert str(DOUBLES) not in path and mqe_modules() == []
     cfg = double_config("cuboid")
     assert cfg.control.decimation * cfg.sim.dt > 0  # its Go1Cfg base came from the double's mqe
     assert sys.path == path
