@@ -1,11 +1,13 @@
 #!/bin/bash
 cd "$(dirname "$0")/.." || exit 1
-# One device call on a machine of two GPUs (kind nvidia-h200-x2; #52): the envs' own weak
-# scaling over real MQE and the Isaac Gym stand-in (not PhysX). `mapush train` PPO (ours: MQE
-# patched, OpenRL 01-06), 500 envs a process, alone on GPU 0 ("one") against two at once, one
-# on each GPU ("two", as `mapush sweep` runs its cells; each with half the host's cores, as a
-# rank of `mapush train --gpus` would get). SCALING_BLOCKS blocks of one, two, two, one. No
-# collective: the ceiling of one run across the GPUs before its all-reduces (openrl_ranks.py).
+# One device call on a machine of two or four GPUs (kind nvidia-h200-x2 or -x4; #52): the envs'
+# own weak scaling over real MQE and the Isaac Gym stand-in (not PhysX). `mapush train` PPO
+# (ours: MQE patched, OpenRL 01-06), 500 envs a process, alone on GPU 0 ("one") against two
+# or four at once, one on each GPU ("two", "four", as `mapush sweep` runs its cells; each with
+# its share of the host's cores, as a rank of `mapush train --gpus` would get). SCALING_GPUS=2
+# (the default): SCALING_BLOCKS blocks of one, two, two, one. SCALING_GPUS=4: blocks of one,
+# four, two, one and one, two, four, one in turn. No collective: the ceiling of one run across
+# the GPUs before its all-reduces (openrl_ranks.py).
 # Needs .whl and .bench_site/{site,records,mapush-0e61e1b.tar.gz} (benchmarks/README.md).
 # Writes one file, $OUT/scaling-summary.json (benchmarks/scaling_summary.py). Everything else
 # goes to a fresh folder of its own: a machine still warm from an earlier call keeps /tmp, and
@@ -17,9 +19,20 @@ export PYTHONPATH=$W/site PYTHONWARNINGS=ignore PYTHONUNBUFFERED=1
 mkdir -p "$W/src" && tar -xzf .bench_site/mapush-0e61e1b.tar.gz -C "$W/src" || exit 1
 B=.bench_site; n=0; runs=()
 STEPS=${SCALING_STEPS:-800000}; LIMIT=${SCALING_TIMEOUT:-120}; BLOCKS=${SCALING_BLOCKS:-1}
-[ "$(nvidia-smi -L | wc -l)" -ge 2 ] || { echo "error: this call needs two GPUs (kind nvidia-h200-x2)"; exit 2; }
-half=$(( $(nproc) / 2 ))
+GPUS=${SCALING_GPUS:-2}
+case $GPUS in
+  2|4) ;;
+  *) echo "error: SCALING_GPUS=$GPUS: use 2 or 4"; exit 2 ;;
+esac
+[ "$(nvidia-smi -L | wc -l)" -ge "$GPUS" ] || { echo "error: this call needs $GPUS GPUs (kind nvidia-h200-x$GPUS)"; exit 2; }
 ONE_THREADS=${SCALING_ONE_THREADS:-}  # the one process's OMP_NUM_THREADS; unset: torch's default
+if [ "$GPUS" = 2 ]; then
+  others="two at once (one a GPU, OMP_NUM_THREADS=$(( $(nproc) / 2 )) each"
+  shape="one, two, two, one"
+else
+  others="two and four at once (one a GPU, OMP_NUM_THREADS=$(( $(nproc) / 2 )) and $(( $(nproc) / 4 )) each"
+  shape="one, four, two, one and one, two, four, one in turn"
+fi
 
 train() {  # train GPU RUN: ours on GPU alone in its sight
   CUDA_VISIBLE_DEVICES=$1 python3 benchmarks/learning.py --src "$W/src/MAPush" \
@@ -34,7 +47,11 @@ train() {  # train GPU RUN: ours on GPU alone in its sight
 nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -l 5 > "$W/memory.csv" &
 sampler=$!
 order=()
-for _ in $(seq 1 "$BLOCKS"); do order+=(one two two one); done
+for b in $(seq 1 "$BLOCKS"); do
+  if [ "$GPUS" = 2 ]; then order+=(one two two one)
+  elif [ $((b % 2)) = 1 ]; then order+=(one four two one)
+  else order+=(one two four one); fi
+done
 for slot in "${order[@]}"; do
   n=$((n+1))
   if [ "$slot" = one ]; then
@@ -42,14 +59,18 @@ for slot in "${order[@]}"; do
     else train 0 "$W/one-$n"; fi
     runs+=("$W/one-$n")
   else
-    OMP_NUM_THREADS=$half train 0 "$W/two-$n-0" & first=$!
-    OMP_NUM_THREADS=$half train 1 "$W/two-$n-1"
-    wait "$first"
-    runs+=("$W/two-$n-0" "$W/two-$n-1")
+    k=2; [ "$slot" = four ] && k=4
+    pids=()
+    for g in $(seq 0 $((k - 1))); do
+      threads=$(( $(nproc) / k )); [ "$threads" -ge 1 ] || threads=1
+      OMP_NUM_THREADS=$threads train "$g" "$W/$slot-$n-$g" & pids+=($!)
+      runs+=("$W/$slot-$n-$g")
+    done
+    wait "${pids[@]}"
   fi
 done
 kill "$sampler"
 [ -s "$W/failed" ] && { echo "scaling: FAILED $(tr '\n' ' ' < "$W/failed")(logs in $W)"; exit 1; }
 python3 benchmarks/scaling_summary.py "${runs[@]}" --memory "$W/memory.csv" \
   --out "$OUT"/scaling-summary.json \
-  --what "mapush train --algo ppo --task go1push_mid --num-envs 500 a process, $STEPS env steps a run, over real MQE and the Isaac Gym stand-in (not PhysX): one process on GPU 0 against two at once (one a GPU, OMP_NUM_THREADS=$half each; the one: ${ONE_THREADS:-torch default}), $BLOCKS block(s) of one, two, two, one; no collective"
+  --what "mapush train --algo ppo --task go1push_mid --num-envs 500 a process, $STEPS env steps a run, over real MQE and the Isaac Gym stand-in (not PhysX): one process on GPU 0 against $others; the one: ${ONE_THREADS:-torch default}), $BLOCKS block(s) of $shape; no collective"

@@ -1,17 +1,20 @@
 """The weak-scaling call's summary (``benchmarks/scaling_call.sh``, issue #52): how the envs'
-own speed scales when two GPUs of one host each run a training process at once (as ``mapush
-sweep`` runs its cells), against one process alone on one GPU. No collective: this is the
-ceiling that one run across the GPUs (``mapush train --gpus``) would reach before its
+own speed scales when two or four GPUs of one host each run a training process at once (as
+``mapush sweep`` runs its cells), against one process alone on one GPU. No collective: this
+is the ceiling that one run across the GPUs (``mapush train --gpus``) would reach before its
 all-reduces, which ``openrl_ranks.py`` measures apart.
 
     python benchmarks/scaling_summary.py RUN [RUN ...] --out FILE [--what TEXT]
         [--memory NVIDIA_SMI_CSV]
 
-Each RUN is a run folder named ``one-<n>`` (the slot's only process, on GPU 0) or
-``two-<n>-<gpu>`` (one of slot n's two processes). A slot's env steps/s is the sum of its
-runs' medians (each without its first update: ``e2e_summary.steady_median``); the pairs are
-the slots in the call's order, two by two (one, two, two, one, ...), each pair's ratio two
-over one, with the ratios' median and IQR. ``--memory``: ``nvidia-smi
+Each RUN is a run folder named ``one-<n>`` (slot n's only process, on GPU 0) or
+``two-<n>-<gpu>`` / ``four-<n>-<gpu>`` (one of slot n's two or four processes, one a GPU). A
+slot's env steps/s is the sum of its runs' medians (each without its first update:
+``e2e_summary.steady_median``). Each slot of several processes is paired with the ``one``
+slot right before it, else the one right after it, and every slot must be in exactly one
+pair (else the order is refused): the call alternates one with the others, e.g. one, two,
+two, one or one, four, two, one. Each pair's ratio is the slot's rate over the one's, with
+the ratios' quartiles for each kind. ``--memory``: ``nvidia-smi
 --query-gpu=index,memory.used --format=csv,noheader,nounits`` lines sampled through the call;
 the most each GPU held.
 """
@@ -22,27 +25,59 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.e2e_summary import (alternated_pairs, refuse, steady_median,  # noqa: E402
-                                    steps_per_s)
+from benchmarks.e2e_summary import quartiles, refuse, steady_median, steps_per_s  # noqa: E402
+
+PROCESSES = {"one": 1, "two": 2, "four": 4}  # a slot's kind: how many processes at once
 
 
 def slots(runs: list) -> list:
     """``[(n, kind, {run name: steps_per_s rows})]`` in slot order."""
     found = {}  # type: dict
     for run in runs:
-        match = re.fullmatch(r"(one)-(\d+)|(two)-(\d+)-(\d+)", run.name)
+        match = re.fullmatch(r"(one)-(\d+)|(two|four)-(\d+)-(\d+)", run.name)
         if not match:
-            refuse("%s is not a run folder named one-<n> or two-<n>-<gpu>" % run)
+            refuse("%s is not a run folder named one-<n>, two-<n>-<gpu> or four-<n>-<gpu>" % run)
         kind, n = (match.group(1), match.group(2)) if match.group(1) else \
             (match.group(3), match.group(4))
         entry = found.setdefault(int(n), (kind, {}))
         if entry[0] != kind:
-            refuse("slot %s holds both one- and two- runs" % n)
+            refuse("slot %s holds runs of two kinds (%s and %s)" % (n, entry[0], kind))
         entry[1][run.name] = steps_per_s(run)
     for n, (kind, rows) in found.items():
-        if len(rows) != (1 if kind == "one" else 2):
+        if len(rows) != PROCESSES[kind]:
             refuse("slot %d (%s) holds %d runs" % (n, kind, len(rows)))
     return [(n, kind, rows) for n, (kind, rows) in sorted(found.items())]
+
+
+def paired(ordered: list, rate: dict) -> dict:
+    """Each slot of several processes with the ``one`` slot right before it, else right
+    after it; every slot in exactly one pair, else refused. ``pairs`` (the ratio where both
+    rates are known) and ``ratio_quartiles`` for each kind."""
+    kinds = [kind for _, kind in ordered]
+    names = ["%s-%d" % (kind, n) for n, kind in ordered]
+    used, pairs = set(), []
+    for i, kind in enumerate(kinds):
+        if kind == "one":
+            continue
+        beside = [j for j in (i - 1, i + 1) if 0 <= j < len(kinds) and kinds[j] == "one"
+                  and j not in used]
+        if not beside:
+            refuse("slot %s has no free one slot beside it: the call's order must alternate "
+                   "one with the others (one, two, two, one, ...)" % names[i])
+        used.add(beside[0])
+        one, mine = names[beside[0]], names[i]
+        if rate[one] and rate[mine]:
+            pairs.append({"one": one, kind: mine, "ratio": round(rate[mine] / rate[one], 3)})
+    alone = [names[j] for j, kind in enumerate(kinds) if kind == "one" and j not in used]
+    if alone:
+        refuse("slot %s is in no pair: the call's order must alternate one with the others "
+               "(one, two, two, one, ...)" % alone[0])
+    by_kind = {}  # type: dict
+    for pair in pairs:
+        by_kind.setdefault(next(k for k in pair if k not in ("one", "ratio")), []).append(
+            pair["ratio"])
+    return {"pairs": pairs, "ratio_quartiles": {kind: [round(x, 3) for x in quartiles(r)]
+                                                for kind, r in sorted(by_kind.items())}}
 
 
 def memory(lines: list) -> dict:
@@ -63,7 +98,7 @@ def summary(runs: list) -> dict:
     for n, kind, by_run in ordered:
         mine = [medians[name] for name in by_run]
         rate["%s-%d" % (kind, n)] = round(sum(mine), 1) if None not in mine else None
-    pairs = alternated_pairs([(n, kind) for n, kind, _ in ordered], "one", "two", rate, "slots")
+    pairs = paired([(n, kind) for n, kind, _ in ordered], rate)
     return dict({"progress": progress, "median_steps_per_s": medians,
                  "slot_steps_per_s": rate}, **pairs)
 

@@ -144,11 +144,13 @@ def test_the_stand_ins_share_is_taken_after_a_quarter_of_the_runs_simulate_calls
     assert share["window_s"] == 10.0 and share["share_by_method"] == {"simulate": 0.3}
 
 
-def test_the_scaling_summary_adds_a_slots_two_runs_and_pairs_the_alternated_slots(tmp_path, capsys):
-    """benchmarks/scaling_summary.py (#52): a slot of two processes at once counts the sum of
-    their medians (each without its first update); the pairs are the call's slots two by two,
-    each two over one whichever came first; the most each GPU held; a slot of the wrong size
-    and an order that does not alternate are refused."""
+def test_the_scaling_summary_adds_a_slots_runs_and_pairs_each_with_the_one_slot_beside_it(
+        tmp_path, capsys):
+    """benchmarks/scaling_summary.py (#52): a slot of two or four processes at once counts the
+    sum of their medians (each without its first update); each is paired with the one slot
+    right before it, else right after it, with the ratios' quartiles for each kind; the most
+    each GPU held; a slot of the wrong size, a slot in no pair and a slot with no one slot
+    beside it are refused."""
     from benchmarks import scaling_summary
 
     def run(name, fps):
@@ -161,11 +163,28 @@ def test_the_scaling_summary_adds_a_slots_two_runs_and_pairs_the_alternated_slot
                                        "one-4": 8.0}
     assert out["pairs"] == [{"one": "one-1", "two": "two-2", "ratio": 1.9},
                             {"one": "one-4", "two": "two-3", "ratio": 2.0}]
-    assert out["ratio_quartiles"] == [1.925, 1.95, 1.975]
+    assert out["ratio_quartiles"] == {"two": [1.925, 1.95, 1.975]}
+    # four GPUs: one, four, two, one, then one, two, four, one
+    mixed = [run("one-11", [1.0, 10]), run("one-14", [1.0, 5]), run("one-15", [1.0, 10]),
+             run("one-18", [1.0, 10])]
+    mixed += [run("four-%d-%d" % (n, g), [1.0, fps]) for n, fps in ((12, 9), (17, 8))
+              for g in range(4)]
+    mixed += [run("two-%d-%d" % (n, g), [1.0, fps]) for n, fps in ((13, 5), (16, 9))
+              for g in range(2)]
+    out = scaling_summary.summary(mixed)
+    assert out["pairs"] == [{"one": "one-11", "four": "four-12", "ratio": 3.6},
+                            {"one": "one-14", "two": "two-13", "ratio": 2.0},
+                            {"one": "one-15", "two": "two-16", "ratio": 1.8},
+                            {"one": "one-18", "four": "four-17", "ratio": 3.2}]
+    assert out["ratio_quartiles"] == {"four": [3.3, 3.4, 3.5], "two": [1.85, 1.9, 1.95]}
     assert scaling_summary.memory(["0, 100", "1, 90", "0, 300", "garbage", "1, 80"]) == \
         {"0": 300, "1": 90}
     summarise = scaling_summary.summary
     assert "slot 5 (two) holds 1 runs" in refused(capsys, summarise, [run("two-5-0", [1.0, 2])])
-    assert "two one slots" in refused(capsys, summarise,
-                                      [run("one-6", [1.0, 2]), run("one-7", [1.0, 2])])
+    assert "slot one-6 is in no pair" in refused(
+        capsys, summarise, [run("one-6", [1.0, 2]), run("one-7", [1.0, 2])])
+    assert "slot four-21 has no free one slot" in refused(
+        capsys, summarise, [run("one-19", [1.0, 2])] + [run("two-20-%d" % g, [1.0, 2])
+                                                      for g in range(2)]
+        + [run("four-21-%d" % g, [1.0, 2]) for g in range(4)])
     assert "not a run folder" in refused(capsys, summarise, [run("three-8", [1.0, 2])])
