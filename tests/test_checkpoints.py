@@ -77,6 +77,44 @@ def test_sigkill_mid_write_leaves_previous_checkpoint(tmp_path):
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-100", "step-300"]
 
 
+def test_a_live_writers_folder_is_kept_and_left_unsignalled_and_odd_names_are_left_alone(
+        tmp_path):
+    """A save clears only the leftovers of writers that are gone: the folder of a writer
+    still running is kept and that process gets no signal (the check is signal 0), and a
+    ``.tmp-`` folder whose name ends in no process id is left as it is."""
+    _save(tmp_path, 100)
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        root = tmp_path / "checkpoints"
+        live = root / (".tmp-step-200-%d" % writer.pid)
+        odd = root / ".tmp-step-200-notapid"
+        for folder in (live, odd):
+            folder.mkdir()
+            (folder / "model.pt").write_bytes(b"partial")
+        _save(tmp_path, 300)
+        time.sleep(0.2)
+        assert writer.poll() is None, "the live writer was signalled: %s" % writer.returncode
+        assert live.is_dir() and odd.is_dir()
+        assert [s for s, _p, _m in list_checkpoints(tmp_path)] == [100, 300]
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_a_writers_folder_with_its_meta_written_is_not_a_checkpoint(tmp_path):
+    """A writer killed between writing meta.json and the rename leaves a complete-looking
+    ``.tmp-`` folder: it is never listed, so a resume cannot pick what the next save
+    deletes."""
+    _save(tmp_path, 100)
+    folder = tmp_path / "checkpoints" / ".tmp-step-900-999999999"
+    folder.mkdir()
+    (folder / "model.pt").write_bytes(b"weights")
+    write_json(folder / "meta.json", {"step": 900, "algo": "happo", "name": "step-900",
+                                      "files": {}})
+    assert [s for s, _p, _m in list_checkpoints(tmp_path)] == [100]
+    assert latest_checkpoint(tmp_path)[0] == 100
+
+
 def test_latest_ignores_incomplete_and_orders_by_step(tmp_path):
     _save(tmp_path, 1000)
     _save(tmp_path, 20)
