@@ -153,3 +153,47 @@ def test_every_actor_with_a_collision_shape_is_counted():
     assert pb.contacts_needed(100, cylinder) > pb.contacts_needed(100, CUBOID)
     assert pb.choose_contact_pairs(4096, 80 * GIB, cylinder).needed > \
         pb.choose_contact_pairs(4096, 80 * GIB, CUBOID).needed
+
+
+def test_next_pow2_rounds_up_to_a_power_of_two():
+    assert [pb.next_pow2(n) for n in (0, 1, 2, 3, 4, 5, 7, 8, 9)] == [1, 1, 2, 4, 4, 8, 8, 8, 16]
+    assert pb.next_pow2(2 ** 20) == 2 ** 20 and pb.next_pow2(2 ** 20 + 1) == 2 ** 21
+
+
+def test_the_model_is_the_one_docs_lifecycle_states():
+    """docs/lifecycle.md ("What the envs need", "Margin", "Cost"): 47 shapes and 564
+    contacts an env for the cuboid, 4x margin rounded up to a power of two and at least
+    2**18 pairs, 256 bytes a pair; so 200 envs take 2**19 pairs (128 MiB) and 8 envs the
+    floor. A GPU whose share is that buffer exactly keeps it; one byte short, it gets the
+    one below it, down to the need (2**17 for 200 envs), and below the need it does not
+    fit."""
+    assert CUBOID.shapes == 47 and pb.contacts_needed(1, CUBOID) == 564
+    budget = pb.choose_contact_pairs(200, None, CUBOID)
+    assert (budget.needed, budget.pairs, budget.bytes) == (112800, 2 ** 19, 128 * 1024 ** 2)
+    assert pb.choose_contact_pairs(8, None, CUBOID).pairs == 2 ** 18
+    share = int(1 / pb.CONTACT_SHARE)
+    exact = pb.choose_contact_pairs(200, share * 128 * 1024 ** 2, CUBOID)
+    assert exact.pairs == 2 ** 19 and exact.fits
+    short = pb.choose_contact_pairs(200, share * (128 * 1024 ** 2 - 1), CUBOID)
+    assert short.pairs == 2 ** 18 and short.fits
+    starved = pb.choose_contact_pairs(200, share * (32 * 1024 ** 2 - 1), CUBOID)
+    assert starved.pairs == 2 ** 17 and not starved.fits
+    # the line each run prints
+    assert pb.choose_contact_pairs(200, 8 * GIB, CUBOID).describe() == (
+        "max_gpu_contact_pairs = 524288 (2**19) for 200 envs needing ~112800: 128 MiB of GPU "
+        "memory (8192 MiB free)")
+    assert budget.describe().endswith("(free memory unknown)")
+    assert starved.describe().endswith("MiB free, DOES NOT FIT)")
+
+
+def test_a_buffer_that_does_not_fit_stops_the_run_naming_what_it_needs(tmp_path, monkeypatch):
+    """for_sim's refusal: what the buffer needs, what it may take of the free memory, and
+    the fix, with the numbers of the case (200 envs: 2**17 pairs, 32 MiB)."""
+    free = 100 * 1024 ** 2
+    monkeypatch.setattr(pb, "sim_free_bytes", lambda device: free)
+    with pytest.raises(Exception) as refused:
+        pb.for_sim(_Spec(tmp_path, device="cuda:1"), CUBOID)
+    assert str(refused.value) == (
+        "PhysX contact buffer for 200 envs needs 32 MiB but only 25 MiB of cuda:1's 100 MiB "
+        "free may go to it: lower --num-envs, free the GPU (nvidia-smi), or check "
+        "'mapush doctor --num-envs 200'")

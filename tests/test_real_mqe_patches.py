@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from mapush.diagnostics import physx_budget as pb
 from tests.conftest import REPO, real_env
 
 pytestmark = pytest.mark.real_mqe
@@ -38,6 +39,33 @@ def test_01_a_bad_multiplier_fails_before_the_sim_exists(real_mqe):
     _, bad = probe(real_mqe, "contact_pairs", MAPUSH_CONTACT_PAIRS_MULTIPLIER="-2")
     assert bad["max_gpu_contact_pairs"] == []
     assert "MAPUSH_CONTACT_PAIRS_MULTIPLIER='-2'" in bad["error"]
+
+
+UPSTREAM_BUDGET_FACTS = r"""
+import isaacgym  # before torch, which mqe imports (here the stand-in)
+import json, re
+from pathlib import Path
+from mqe import LEGGED_GYM_ROOT_DIR
+from mqe.envs.configs.go1_push_mid_config import Go1PushMidCfg as Cfg
+urdfs = [Cfg.asset.file] + list(Cfg.asset.files)
+shapes = [len(re.findall(r"<collision\b", Path(u.format(LEGGED_GYM_ROOT_DIR=LEGGED_GYM_ROOT_DIR))
+                         .read_text())) for u in urdfs]
+print(json.dumps({"pairs": Cfg.sim.physx.max_gpu_contact_pairs, "shapes": shapes}))
+"""
+
+
+def test_01_the_budget_starts_from_upstreams_contact_pairs_and_go1_shapes(pristine):
+    """What mapush/diagnostics/physx_budget.py takes from upstream, read through pristine
+    MQE's own config classes: max_gpu_contact_pairs before base_task.py's x5, and the
+    collision shapes of every Go1 URDF the mid level's config names (23: PhysX keeps each
+    shape when collapse_fixed_joints merges bodies)."""
+    proc = subprocess.run([sys.executable, "-c", UPSTREAM_BUDGET_FACTS], capture_output=True,
+                          text=True, env=real_env(pristine), cwd=str(pristine["tree"].parent),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert facts["pairs"] == pb.UPSTREAM_CONTACT_PAIRS
+    assert len(facts["shapes"]) == 5 and set(facts["shapes"]) == {pb.SHAPES_PER_GO1}, facts
 
 
 @pytest.mark.parametrize("case", ["devices_mid", "devices_upper"])
