@@ -71,6 +71,21 @@ def test_growth_below_the_threshold_does_not_warn():
     assert not dog.warned
 
 
+def test_the_warm_up_samples_are_not_tracked_and_steady_means_most_steps_up():
+    """The first ``warmup`` samples are logged but never judged: tracking starts at the
+    next one. Steady growth needs most steps of the window up (``min_positive``): memory
+    that rises 100 MB and gives back 90 in turn, half its steps down, does not warn, though
+    it ends higher; the same net growth in steps that all go up does."""
+    dog, logged, _ = run([1000.0] * 10, updates=100, every=10, warmup=5)
+    assert len([t for t, _v, _s in logged if t == "memory/gpu_allocated_mb"]) == 10
+    assert [update for update, _step, _mb in dog.samples] == [60, 70, 80, 90, 100]
+    saw = [1000.0] * 5 + [1000.0 + 10 * (i // 2) + 90 * (i % 2) for i in range(40)]
+    dog, _, err = run(saw, updates=450)
+    assert saw[-1] - saw[5] > 64 * 2 and not dog.warned, err
+    ramp = [1000.0] * 5 + [1000.0 + 10 * i for i in range(40)]
+    assert run(ramp, updates=450)[0].warned
+
+
 def test_cpu_device_logs_host_rss():
     logged = []
     dog = MemoryWatchdog("cpu", lambda tag, value, step: logged.append((tag, value, step)), every=1)
