@@ -56,6 +56,7 @@ def paired(ordered: list, rate: dict) -> dict:
     kinds = [kind for _, kind in ordered]
     names = ["%s-%d" % (kind, n) for n, kind in ordered]
     used, pairs = set(), []
+    by_kind = {}  # type: dict  # the ratios of each kind
     for i, kind in enumerate(kinds):
         if kind == "one":
             continue
@@ -68,14 +69,11 @@ def paired(ordered: list, rate: dict) -> dict:
         one, mine = names[beside[0]], names[i]
         if rate[one] and rate[mine]:
             pairs.append({"one": one, kind: mine, "ratio": round(rate[mine] / rate[one], 3)})
+            by_kind.setdefault(kind, []).append(pairs[-1]["ratio"])
     alone = [names[j] for j, kind in enumerate(kinds) if kind == "one" and j not in used]
     if alone:
         refuse("slot %s is in no pair: the call's order must alternate one with the others "
                "(one, two, two, one, ...)" % alone[0])
-    by_kind = {}  # type: dict
-    for pair in pairs:
-        by_kind.setdefault(next(k for k in pair if k not in ("one", "ratio")), []).append(
-            pair["ratio"])
     return {"pairs": pairs, "ratio_quartiles": {kind: [round(x, 3) for x in quartiles(r)]
                                                 for kind, r in sorted(by_kind.items())}}
 
