@@ -58,8 +58,8 @@ def test_01_the_budget_starts_from_upstreams_contact_pairs_and_go1_shapes(pristi
     """What mapush/diagnostics/physx_budget.py takes from upstream, read through pristine
     MQE's own config classes: max_gpu_contact_pairs before base_task.py's x5
     (legged_robot_config.py:227), and the collision shapes of every Go1 URDF the mid
-    level's config names (go1_config.py:57-62; 23: PhysX keeps each shape when
-    collapse_fixed_joints merges bodies)."""
+    level's config names (go1_config.py:57-62; the budget counts each <collision> as one
+    shape, as docs/lifecycle.md says)."""
     proc = subprocess.run([sys.executable, "-c", UPSTREAM_BUDGET_FACTS], capture_output=True,
                           text=True, env=real_env(pristine), cwd=str(pristine["tree"].parent),
                           timeout=120)
