@@ -26,11 +26,14 @@ case $GPUS in
 esac
 [ "$(nvidia-smi -L | wc -l)" -ge "$GPUS" ] || { echo "error: this call needs $GPUS GPUs (kind nvidia-h200-x$GPUS)"; exit 2; }
 ONE_THREADS=${SCALING_ONE_THREADS:-}  # the one process's OMP_NUM_THREADS; unset: torch's default
+threads() {  # threads K: OMP_NUM_THREADS of each of K processes at once (the cores shared)
+  local t=$(( $(nproc) / $1 )); [ "$t" -ge 1 ] || t=1; echo "$t"
+}
 if [ "$GPUS" = 2 ]; then
-  others="two at once (one a GPU, OMP_NUM_THREADS=$(( $(nproc) / 2 )) each"
+  others="two at once (one a GPU, OMP_NUM_THREADS=$(threads 2) each"
   shape="one, two, two, one"
 else
-  others="two and four at once (one a GPU, OMP_NUM_THREADS=$(( $(nproc) / 2 )) and $(( $(nproc) / 4 )) each"
+  others="two and four at once (one a GPU, OMP_NUM_THREADS=$(threads 2) and $(threads 4) each"
   shape="one, four, two, one and one, two, four, one in turn"
 fi
 
@@ -62,8 +65,7 @@ for slot in "${order[@]}"; do
     k=2; [ "$slot" = four ] && k=4
     pids=()
     for g in $(seq 0 $((k - 1))); do
-      threads=$(( $(nproc) / k )); [ "$threads" -ge 1 ] || threads=1
-      OMP_NUM_THREADS=$threads train "$g" "$W/$slot-$n-$g" & pids+=($!)
+      OMP_NUM_THREADS=$(threads "$k") train "$g" "$W/$slot-$n-$g" & pids+=($!)
       runs+=("$W/$slot-$n-$g")
     done
     wait "${pids[@]}"
