@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from mapush.diagnostics import physx_budget as pb
-from mapush.errors import UsageError
+from mapush.errors import MapushError, UsageError
 from mapush.objects import ObjectFacts, object_facts
 from tests.conftest import DOUBLE_ROOT, double_env
 
@@ -191,7 +191,7 @@ def test_a_buffer_that_does_not_fit_stops_the_run_naming_what_it_needs(tmp_path,
     the fix, with the numbers of the case (200 envs: 2**17 pairs, 32 MiB)."""
     free = 100 * 1024 ** 2
     monkeypatch.setattr(pb, "sim_free_bytes", lambda device: free)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(MapushError) as refused:
         pb.for_sim(_Spec(tmp_path, device="cuda:1"), CUBOID)
     assert str(refused.value) == (
         "PhysX contact buffer for 200 envs needs 32 MiB but only 25 MiB of cuda:1's 100 MiB "
