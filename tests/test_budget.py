@@ -166,7 +166,8 @@ def test_the_model_is_the_one_docs_lifecycle_states():
     2**18 pairs, 256 bytes a pair; so 200 envs take 2**19 pairs (128 MiB) and 8 envs the
     floor. A GPU whose share is that buffer exactly keeps it; one byte short, it gets the
     one below it, down to the need (2**17 for 200 envs), and below the need it does not
-    fit."""
+    fit. The floor gives way to the memory too: 8 envs (2**13 needed) on a share of 16 MiB
+    get 2**16."""
     assert CUBOID.shapes == 47 and pb.contacts_needed(1, CUBOID) == 564
     budget = pb.choose_contact_pairs(200, None, CUBOID)
     assert (budget.needed, budget.pairs, budget.bytes) == (112800, 2 ** 19, 128 * 1024 ** 2)
@@ -178,6 +179,8 @@ def test_the_model_is_the_one_docs_lifecycle_states():
     assert short.pairs == 2 ** 18 and short.fits
     starved = pb.choose_contact_pairs(200, share * (32 * 1024 ** 2 - 1), CUBOID)
     assert starved.pairs == 2 ** 17 and not starved.fits
+    small = pb.choose_contact_pairs(8, share * 16 * 1024 ** 2, CUBOID)
+    assert (small.needed, small.pairs, small.fits) == (4512, 2 ** 16, True)
     # the line each run prints
     assert pb.choose_contact_pairs(200, 8 * GIB, CUBOID).describe() == (
         "max_gpu_contact_pairs = 524288 (2**19) for 200 envs needing ~112800: 128 MiB of GPU "
