@@ -28,13 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.e2e_summary import quartiles, refuse, steady_median, steps_per_s  # noqa: E402
 
 PROCESSES = {"one": 1, "two": 2, "four": 4}  # a slot's kind: how many processes at once
+RUN_NAME = re.compile(r"(one)-(\d+)|(%s)-(\d+)-(\d+)" % "|".join(
+    kind for kind, count in PROCESSES.items() if count > 1))
 
 
 def slots(runs: list) -> list:
     """``[(n, kind, {run name: steps_per_s rows})]`` in slot order."""
     found = {}  # type: dict
     for run in runs:
-        match = re.fullmatch(r"(one)-(\d+)|(two|four)-(\d+)-(\d+)", run.name)
+        match = RUN_NAME.fullmatch(run.name)
         if not match:
             refuse("%s is not a run folder named one-<n>, two-<n>-<gpu> or four-<n>-<gpu>" % run)
         kind, n = (match.group(1), match.group(2)) if match.group(1) else \
