@@ -132,6 +132,26 @@ def test_a_new_run_into_an_existing_run_is_refused(upstream, tblock):
     assert tree_hash(run) == before
 
 
+@pytest.mark.parametrize("kept", ["config.json", "checkpoints"])
+def test_half_a_run_is_a_run_too(upstream, tblock, tmp_path, kept):
+    """A folder with only the record (a run that died before its first checkpoint) or only
+    the checkpoints (a record lost) still holds a run: a new run there is refused, and
+    nothing in it changes."""
+    run = tmp_path / "half"
+    run.mkdir()
+    source = tblock["run"] / kept
+    if source.is_dir():
+        shutil.copytree(str(source), str(run / kept))
+    else:
+        shutil.copy(str(source), str(run / kept))
+    before = tree_hash(run)
+    proc = run_mapush(["train", "--object", "Tblock", "--num-envs", NUM_ENVS, "--steps",
+                       PER_UPDATE, "--config", tblock["config"], "--run-dir", run] + CPU,
+                      double_env(upstream))  # short, should it start
+    assert "already holds a run" in one_error(proc)
+    assert tree_hash(run) == before
+
+
 def test_an_empty_run_dir_is_fine(upstream, tmp_path):
     run = tmp_path / "empty"
     run.mkdir()
