@@ -83,6 +83,10 @@ def test_resume_refuses_other_overrides_and_accepts_equal_options(upstream, tblo
     proc = run_mapush(["train", "--resume", run, "--run-dir", tmp_path / "elsewhere"],
                       double_env(upstream))
     assert "--run-dir" in one_error(proc)
+    # a run recorded without --init-from: another start is refused, naming the record's none
+    proc = run_mapush(["train", "--resume", run, "--init-from", run], double_env(upstream))
+    line = one_error(proc)
+    assert "--init-from: the run was recorded with (none)" in line and str(run) in line, line
     assert tree_hash(run) == before and not (tmp_path / "elsewhere").exists()
 
 
@@ -90,11 +94,13 @@ def test_resume_alone_continues_everything_it_recorded(upstream, tblock, tmp_pat
     run = tmp_path / "run"
     shutil.copytree(str(tblock["run"]), str(run))  # the fixture's run stays as it was
     resumes_before = json.loads((run / "config.json").read_text()).get("resumes", [])
-    # equal options are fine: the object, the env count and a copy of the same override
+    # equal options are fine: the object, the env count, a copy of the same override and
+    # the run's folder spelled another way
     same = tblock["tmp"] / "same.yaml"
     shutil.copy(str(tblock["config"]), str(same))
     proc = run_mapush(["train", "--resume", run, "--steps", 3 * PER_UPDATE, "--object",
-                       "Tblock", "--num-envs", NUM_ENVS, "--config", same] + CPU,
+                       "Tblock", "--num-envs", NUM_ENVS, "--config", same, "--run-dir",
+                       "%s/checkpoints/.." % run] + CPU,
                       double_env(upstream), cwd=tblock["tmp"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_mapush(["train", "--resume", run, "--steps", 4 * PER_UPDATE] + CPU,
