@@ -159,14 +159,21 @@ def test_half_a_run_is_a_run_too(upstream, tblock, tmp_path, kept):
 
 
 def test_an_empty_run_dir_is_fine(upstream, tmp_path):
+    """An empty folder takes a new run (here with the shipped ppo.yaml: one update of 200
+    steps an env); that run, recorded without --config, refuses a resume that gives one."""
     run = tmp_path / "empty"
     run.mkdir()
+    per_update = NUM_ENVS * 200
+    proc = run_mapush(["train", "--num-envs", NUM_ENVS, "--steps", per_update, "--run-dir", run]
+                      + CPU, double_env(upstream), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert latest_checkpoint(run)[0] == per_update
     config = tmp_path / "small.yaml"
     config.write_text(PPO_YAML)
-    proc = run_mapush(["train", "--num-envs", NUM_ENVS, "--steps", PER_UPDATE, "--config",
-                       config, "--run-dir", run] + CPU, double_env(upstream), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert latest_checkpoint(run)[0] == PER_UPDATE
+    before = tree_hash(run)
+    proc = run_mapush(["train", "--resume", run, "--config", config], double_env(upstream))
+    assert "--config: the run was recorded with (none)" in one_error(proc)
+    assert tree_hash(run) == before
 
 
 @pytest.mark.parametrize("algo, yaml_text, needle", [
