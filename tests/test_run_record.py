@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from mapush.checkpoints.store import latest_checkpoint, list_checkpoints
-from tests.conftest import double_env, in_namespace, needs_mounts, one_error, run_mapush, \
-    tree_hash
+from tests.conftest import DOUBLE_ROOT, double_env, in_namespace, needs_mounts, one_error, \
+    run_mapush, tree_hash
 
 NUM_ENVS = 8
 PER_UPDATE = NUM_ENVS * 20
@@ -83,6 +83,10 @@ def test_resume_refuses_other_overrides_and_accepts_equal_options(upstream, tblo
     proc = run_mapush(["train", "--resume", run, "--run-dir", tmp_path / "elsewhere"],
                       double_env(upstream))
     assert "--run-dir" in one_error(proc)
+    # another object config (the cuboid's, for a T-block run) is refused
+    proc = run_mapush(["train", "--resume", run, "--object-config",
+                       DOUBLE_ROOT / "task" / "cuboid" / "config.py"], double_env(upstream))
+    assert "--object-config" in one_error(proc) and "Tblock" in one_error(proc)
     # a run recorded without --init-from: another start is refused, naming the record's none
     proc = run_mapush(["train", "--resume", run, "--init-from", run], double_env(upstream))
     line = one_error(proc)
@@ -94,13 +98,14 @@ def test_resume_alone_continues_everything_it_recorded(upstream, tblock, tmp_pat
     run = tmp_path / "run"
     shutil.copytree(str(tblock["run"]), str(run))  # the fixture's run stays as it was
     resumes_before = json.loads((run / "config.json").read_text()).get("resumes", [])
-    # equal options are fine: the object, the env count, a copy of the same override and
-    # the run's folder spelled another way
-    same = tblock["tmp"] / "same.yaml"
+    # equal options are fine: the object, a copy of its config, the env count, a copy of the
+    # same override and the run's folder spelled another way
+    same, same_object = tblock["tmp"] / "same.yaml", tblock["tmp"] / "same_config.py"
     shutil.copy(str(tblock["config"]), str(same))
+    shutil.copy(str(DOUBLE_ROOT / "task" / "Tblock" / "config.py"), str(same_object))
     proc = run_mapush(["train", "--resume", run, "--steps", 3 * PER_UPDATE, "--object",
-                       "Tblock", "--num-envs", NUM_ENVS, "--config", same, "--run-dir",
-                       "%s/checkpoints/.." % run] + CPU,
+                       "Tblock", "--object-config", same_object, "--num-envs", NUM_ENVS,
+                       "--config", same, "--run-dir", "%s/checkpoints/.." % run] + CPU,
                       double_env(upstream), cwd=tblock["tmp"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_mapush(["train", "--resume", run, "--steps", 4 * PER_UPDATE] + CPU,
