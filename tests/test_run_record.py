@@ -225,7 +225,7 @@ def test_happo_resume_keeps_its_config_and_env_count(upstream, tmp_path):
 
 def test_upper_resume_keeps_its_command_net(upstream, tmp_path):
     """The high level on a cuboid run's newest policy (the high level pushes the cuboid); a
-    resume naming another mid-level policy is refused, the same one is fine."""
+    resume naming another mid-level policy is refused, the same one (a copy) is fine."""
     mid = tmp_path / "mid"
     (tmp_path / "mid.yaml").write_text(PPO_YAML)
     proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", NUM_ENVS,
@@ -247,7 +247,10 @@ def test_upper_resume_keeps_its_command_net(upstream, tmp_path):
                       double_env(upstream))
     line = one_error(proc)
     assert "--command-net" in line and "recorded with %r" % str(net.resolve()) in line
-    proc = run_mapush(["train", "--resume", run, "--command-net", net, "--steps",
+    copy = tmp_path / "copy" / "module.pt"  # the same policy elsewhere is the same
+    copy.parent.mkdir()
+    shutil.copy(str(net), str(copy))
+    proc = run_mapush(["train", "--resume", run, "--command-net", copy, "--steps",
                        2 * per_update] + CPU, double_env(upstream), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((run / "config.json").read_text())
