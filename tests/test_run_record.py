@@ -79,7 +79,7 @@ def test_resume_refuses_other_overrides_and_accepts_equal_options(upstream, tblo
     before = tree_hash(run)
     proc = run_mapush(["train", "--resume", run, "--config", other], double_env(upstream))
     line = one_error(proc)
-    assert "--config" in line and str(other) in line
+    assert "--config" in line and str(other) in line and str(tblock["config"]) in line, line
     proc = run_mapush(["train", "--resume", run, "--run-dir", tmp_path / "elsewhere"],
                       double_env(upstream))
     assert "--run-dir" in one_error(proc)
@@ -130,6 +130,22 @@ def test_resume_alone_continues_everything_it_recorded(upstream, tblock, tmp_pat
     before = tree_hash(run)
     proc = run_mapush(["train", "--resume", run] + CPU, double_env(upstream))
     assert "--steps" in one_error(proc)
+    assert tree_hash(run) == before
+
+
+@pytest.mark.parametrize("lost, what", [("overrides.yaml", "--config copy"),
+                                        ("task/config.py", "object config")])
+def test_a_run_whose_copies_are_gone_is_not_resumed(upstream, tblock, tmp_path, lost, what):
+    """The run's copy of its --config or of its object config deleted: --resume cannot
+    continue the run as recorded, and says so in one line, writing nothing."""
+    run = tmp_path / "run"
+    shutil.copytree(str(tblock["run"]), str(run))
+    (run / lost).unlink()
+    before = tree_hash(run)
+    proc = run_mapush(["train", "--resume", run, "--steps", 4 * PER_UPDATE] + CPU,
+                      double_env(upstream))
+    line = one_error(proc)
+    assert "the run's %s %s is gone" % (what, run / lost) in line, line
     assert tree_hash(run) == before
 
 
