@@ -10,14 +10,16 @@ compared with what the double does (probed in a subprocess, as the product drive
   (``go1_config.py``, ``go1.py``);
 - the time-out comparison (``legged_robot.py``);
 - the calculator's counters that are never reset, the collision counter only moving with
-  obstacles (``legged_robot_field.py``).
+  obstacles (``legged_robot_field.py``);
+- and, of the product itself, the calculator's env count (``task/<object>/train.sh``).
 
-CI has no GitHub, hence no MAPush tree: these tests skip there (docs/upstream.md says how to
-run them).
+Without ``MAPUSH_SRC`` they skip; ``.ci/run`` sets it from the shared snapshot of MAPush at
+the pin (docs/upstream.md says how to run them elsewhere).
 """
 import ast
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from mapush.objects import find_objects, read_object_facts
+from mapush.spec import CALCULATOR_NUM_ENVS
 from tests.conftest import DOUBLE_ROOT, double_env
 from tests.astcompat import unparse
 
@@ -259,3 +262,24 @@ def test_counters_are_never_reset(double):
     assert double["counters_frozen"]
     assert double["collisions_without_obstacles"] == 0.0
     assert double["collaboration_counted"] > 0.0
+
+
+def calculator_env_counts(train_sh: Path) -> list:
+    """The ``--num_envs`` of every ``openrl_ws/test.py ... --test_mode calculator`` command
+    of a ``task/<object>/train.sh`` (its lines joined where they end in a backslash)."""
+    counts = []
+    for command in train_sh.read_text().replace("\\\n", " ").splitlines():
+        words = shlex.split(command, comments=True)
+        if "./openrl_ws/test.py" in words and "--test_mode" in words and \
+                words[words.index("--test_mode") + 1] == "calculator":
+            counts.append(int(words[words.index("--num_envs") + 1]))
+    return counts
+
+
+def test_the_calculators_env_count_is_upstreams():
+    """mapush eval's default --num-envs (CALCULATOR_NUM_ENVS) is the count each object's
+    train.sh evaluates its checkpoints with (task/cuboid/train.sh:39), so success rates
+    compare with the published success_rate.txt files."""
+    found = {obj: calculator_env_counts(Path(SRC) / "task" / obj / "train.sh")
+             for obj in find_objects(Path(SRC))}
+    assert found == {obj: [CALCULATOR_NUM_ENVS] for obj in ("Tblock", "cuboid", "cylinder")}
