@@ -10,15 +10,20 @@ from tests.conftest import double_env, one_error, run_mapush, tree_hash
 
 
 def make_run(root, name, steps, trained, phases=(), evals=(), record=None):
+    """A run folder as mapush train leaves it; ``trained`` None: no checkpoints/ yet,
+    ``phases`` None: no phases.log."""
     run = root / "runs" / "go1push_mid" / "cuboid" / "ppo" / name
-    (run / "checkpoints").mkdir(parents=True)
+    run.mkdir(parents=True)
+    if trained is not None:
+        (run / "checkpoints").mkdir()
     (run / "config.json").write_text(record if record is not None else json.dumps(
         {"spec": {"task": "go1push_mid", "object": "cuboid", "algo": "ppo", "steps": steps}}))
-    for step in trained:
+    for step in trained or ():
         checkpoint = run / "checkpoints" / ("rl_model_%d_steps" % step)
         checkpoint.mkdir()
         (checkpoint / "meta.json").write_text(json.dumps({"step": step}))
-    (run / "phases.log").write_text("".join("1.0 %s\n" % phase for phase in phases))
+    if phases is not None:
+        (run / "phases.log").write_text("".join("1.0 %s\n" % phase for phase in phases))
     if evals:
         (run / "eval.jsonl").write_text("".join(json.dumps(
             {"checkpoint": "rl_model_%d_steps" % (k + 1), "success_rate": s}) + "\n"
@@ -36,6 +41,9 @@ def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
         "07": "captured", "08": "off: a host sync or copy inside the capture (get_euler_xyz)",
         "09": "off: a host sync or copy inside the capture (get_euler_xyz)"}}))
     make_run(tmp_path, "crashed", 1000, [200], ["start", "training"])
+    make_run(tmp_path, "early", 1000, None, ["start"])  # died before its first checkpoint
+    make_run(tmp_path, "copied", 200, [200], None)  # its checkpoints, but no phases.log
+    make_run(tmp_path, "bare", 1000, None, None)  # a config.json alone: not a run's folder
     running = make_run(tmp_path, "running", 1000, [], ["start"])
     make_run(tmp_path, "torn", 1000, [], record='{"spec": {"ta')
     (running / ".lock").write_text("")
@@ -66,7 +74,10 @@ def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
     assert found["crashed"][3:] == ["200/1000", "rl_model_200_steps", "crashed", "-", "-"]
     assert found["running"][3:] == ["0/1000", "-", "running", "-", "-"]
     assert found["torn"][-4:] == ["damaged", "record", "-", "-"]
-    assert lines[-1] == "5 run(s) under runs"
+    assert found["early"][3:] == ["0/1000", "-", "crashed", "-", "-"]
+    assert found["copied"][3:] == ["200/200", "rl_model_200_steps", "done", "-", "-"]
+    assert "bare" not in found
+    assert lines[-1] == "7 run(s) under runs"
     # once the holder is gone, the run that was running is a crash
     time.sleep(0.2)
     proc = run_mapush(["runs", "runs/go1push_mid"], env=double_env(), cwd=tmp_path)
