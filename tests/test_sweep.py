@@ -146,6 +146,7 @@ def test_the_report_passes_over_a_damaged_eval_file(upstream, swept):
     (["--seeds", "1,x"], "--seeds: 'x' in '1,x' is not an integer"),
     (["--seeds", "1,2,1"], "--seeds: '1,2,1' names a value twice"),
     (["--seeds", "1", "--gpus", "0,0"], "--gpus: '0,0' names a value twice"),
+    (["--seeds", "1", "--gpus=0,-1"], "--gpus: '-1' is negative"),
     (["--seeds", "1", "--gpus", "0,5"], "--gpus: GPU 5 not shown by nvidia-smi (it shows 0, 1)"),
     (["--seeds", "1", "--objects", "cuboid,sphere"], "--objects: sphere not in"),
     (["--seeds", "1,2,3,4", "--name", "grid"], "sweep grid exists with another grid (seeds"),
