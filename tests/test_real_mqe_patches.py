@@ -69,6 +69,42 @@ def test_01_the_budget_starts_from_upstreams_contact_pairs_and_go1_shapes(pristi
     assert len(facts["shapes"]) == 5 and set(facts["shapes"]) == {pb.SHAPES_PER_GO1}, facts
 
 
+PARSED_AND_IMPORTED = r"""
+import isaacgym  # before torch, which mqe imports (here the stand-in)
+import json
+from dataclasses import asdict
+from mapush import sim
+from mapush.objects import ObjectFacts, find_objects, object_config_path, read_object_facts
+from mqe import LEGGED_GYM_ROOT_DIR
+from mqe.envs.configs.go1_push_upper_config import Go1PushUpperCfg
+upper = LEGGED_GYM_ROOT_DIR + "/mqe/envs/configs/go1_push_upper_config.py"
+found = {obj: (read_object_facts(object_config_path(obj)), ObjectFacts.from_config(
+    sim.load_object_config(obj))) for obj in find_objects()}
+found["upper"] = (read_object_facts(upper), ObjectFacts.from_config(Go1PushUpperCfg))
+print(json.dumps({k: [asdict(parsed), asdict(imported), parsed.obs_dim, parsed.actors]
+                  for k, (parsed, imported) in found.items()}))
+"""
+
+
+def test_object_facts_parsed_are_those_upstreams_configs_give_when_imported(pristine):
+    """mapush/objects.py reads an object config without importing it (the parent has no
+    Isaac Gym); sim.py reads the imported class. For every object config at the pin and
+    the high level's (staged as an upper run's task/config.py, which eval parses), both
+    give the same facts; the upper config's: 2 robots, 2 obstacles and a final target, so
+    7 actors an env (go1_push_upper_config.py:10-11,36)."""
+    proc = subprocess.run([sys.executable, "-c", PARSED_AND_IMPORTED], capture_output=True,
+                          text=True, env=real_env(pristine), cwd=str(pristine["tree"].parent),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(facts) == ["Tblock", "cuboid", "cylinder", "upper"]
+    for name, (parsed, imported, _dim, _actors) in facts.items():
+        assert parsed == imported, name
+    assert {k: (v[0]["num_agents"], v[2], v[3]) for k, v in facts.items()} == {
+        "Tblock": (2, 8, 4), "cuboid": (2, 8, 4), "cylinder": (3, 11, 5), "upper": (2, 8, 7)}
+    assert facts["upper"][0]["num_obs"] == 2 and facts["upper"][0]["final_target"]
+
+
 @pytest.mark.parametrize("case", ["devices_mid", "devices_upper"])
 def test_02_03_every_tensor_follows_the_env_device(real_mqe, pristine, case):
     """Sim on the CPU: every tensor of the wrapper and the env is on the env's device, after
