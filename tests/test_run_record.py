@@ -86,7 +86,8 @@ def test_resume_refuses_other_overrides_and_accepts_equal_options(upstream, tblo
     # another object config (the cuboid's, for a T-block run) is refused
     proc = run_mapush(["train", "--resume", run, "--object-config",
                        DOUBLE_ROOT / "task" / "cuboid" / "config.py"], double_env(upstream))
-    assert "--object-config" in one_error(proc) and "Tblock" in one_error(proc)
+    line = one_error(proc)
+    assert "--object-config" in line and "Tblock" in line, line
     # a run recorded without --init-from: another start is refused, naming the record's none
     proc = run_mapush(["train", "--resume", run, "--init-from", run], double_env(upstream))
     line = one_error(proc)
