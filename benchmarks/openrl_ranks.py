@@ -34,6 +34,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def port_taken(port: int) -> bool:
+    """Whether a process listens on ``port`` (address reuse on: a closed socket's
+    TIME_WAIT does not count)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def launch(args: argparse.Namespace) -> list:
     """Start ``args.ranks`` workers of one group (one without a group where ``--no-group``);
     their outputs, rank order."""
@@ -62,8 +74,9 @@ class PortTaken(RuntimeError):
 
 def _launch_once(script: str, args: argparse.Namespace) -> list:
     path = os.pathsep.join(p for p in (str(args.site), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PYTHONPATH=path, MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.ranks))
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=path, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               WORLD_SIZE=str(args.ranks))
     # each rank its share of the cores, unless set, as mapush train's ranks get it: N
     # processes of all the cores' threads each took N times one process's update
     # (results/openrl-05-threads-h100x2.json, results/harl-06-ranks-h100x4.json)
@@ -90,11 +103,15 @@ def _launch_once(script: str, args: argparse.Namespace) -> list:
                 for proc in procs:
                     proc.kill()
     if failed is not None:
+        for proc in procs:
+            proc.wait()  # every rank gone, and its sockets closed
         why = waits[failed].exception()
         # any rank's: when rank 0 cannot listen, another rank may abort first (SIGABRT,
-        # "terminate called without an active exception", seen on torch 1.13)
+        # "terminate called without an active exception", seen on torch 1.13); rank 0 itself
+        # may abort so, without the message (seen in CI on torch 1.13): then the port is
+        # asked whether another process still listens on it
         said = "".join(wait.result()[1] for wait in waits if not wait.exception())
-        if "EADDRINUSE" in said or "Address already in use" in said:  # torch 2.x, 1.13
+        if "EADDRINUSE" in said or "Address already in use" in said or port_taken(port):
             raise PortTaken("rank %d: the rendezvous port was taken" % failed)
         raise RuntimeError("rank %d %s" % (failed, why or "exited %d: %s" % (
             procs[failed].returncode, waits[failed].result()[1][-3000:])))

@@ -84,3 +84,36 @@ def test_a_rendezvous_port_taken_before_rank_0_listens_is_tried_again(upstream, 
                               epochs=1, minibatches=1))
     assert [out["rank"] for out in outs] == [0, 1]
     assert next(picks, None) is None  # the taken port was tried first
+
+
+SILENT_WORKER = """import json, os
+if os.environ["MASTER_PORT"] == os.environ["HELD_PORT"] and os.environ["RANK"] == "0":
+    os.abort()  # as rank 0 did on torch 1.13 in CI: SIGABRT, nothing said of the port
+print(json.dumps({"rank": int(os.environ["RANK"]), "port": os.environ["MASTER_PORT"]}))
+"""
+
+
+def test_a_rank_0_that_aborts_without_a_word_on_a_taken_port_starts_again(tmp_path,
+                                                                           monkeypatch):
+    """Rank 0 may abort without saying EADDRINUSE (seen in CI on the 3.8 stack): the launcher
+    then asks the port whether another process listens on it, and all ranks start again on
+    another. A rank that fails on a free port is an error, not a retry."""
+    script = tmp_path / "worker.py"
+    script.write_text(SILENT_WORKER)
+    args = options(site=tmp_path, ranks=2, timeout=60)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        assert openrl_ranks.port_taken(port)
+        monkeypatch.setenv("HELD_PORT", str(port))
+        picks = iter([port])
+        real = openrl_ranks.free_port
+        monkeypatch.setattr(openrl_ranks, "free_port", lambda: next(picks, None) or real())
+        outs = openrl_ranks.launch_workers(str(script), args)
+        assert [out["rank"] for out in outs] == [0, 1] and outs[0]["port"] != str(port)
+    assert not openrl_ranks.port_taken(port)
+    monkeypatch.setattr(openrl_ranks, "free_port", lambda: port)  # free now: rank 0 aborts
+    with pytest.raises(RuntimeError, match="rank 0 exited -6") as failed:
+        openrl_ranks.launch_workers(str(script), args)
+    assert not isinstance(failed.value, openrl_ranks.PortTaken)
