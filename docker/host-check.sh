@@ -52,6 +52,9 @@ COMPOSE_MSG="Docker Compose v2 is missing ('docker compose version' failed): ins
 DAEMON_MSG="the Docker daemon does not answer ('docker info' failed): start it (sudo systemctl start docker), or check DOCKER_HOST and that you may use it (the docker group)"
 ENGINE_MSG="is older than 23.0, which this project needs (BuildKit by default, the Buildx and Compose v2 plugins): install docker-ce from Docker's apt repository (README, 'What you need')"
 GPU_MSG="no NVIDIA driver answers ('nvidia-smi -L' failed or lists no GPU): install the NVIDIA driver, R510 (510.39.01) or newer, on a machine with an NVIDIA GPU"
+PODMAN_CONTEXT_MSG="make build needs named build contexts ('podman build --build-context'), which podman has from 4.2: install a newer podman, or use Docker with BuildKit (DOCKER=docker)"
+PODMAN_COMPOSE_MSG="this podman has no 'podman compose' (podman 4.7 and later run Docker Compose through it): install podman 4.7+ with docker-compose, or use Docker (DOCKER=docker); make build and the podman commands themselves work without it"
+CDI_MSG="podman sees no NVIDIA CDI spec (/etc/cdi/nvidia.yaml or /var/run/cdi/nvidia.yaml), so --device nvidia.com/gpu=all gives no GPU: install nvidia-container-toolkit and run 'sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml'"
 TOOLKIT_MSG="the NVIDIA Container Toolkit is missing (no nvidia-ctk, no nvidia runtime in 'docker info'): install nvidia-container-toolkit, run 'sudo nvidia-ctk runtime configure --runtime=docker' and restart Docker"
 
 gpus() {  # the GPUs nvidia-smi lists, one per line (fails without a driver or a GPU)
@@ -59,7 +62,15 @@ gpus() {  # the GPUs nvidia-smi lists, one per line (fails without a driver or a
     out=$("$nvidia_smi" -L 2>/dev/null) && [ -n "$out" ] && echo "$out"
 }
 
+is_podman() {  # the engine is podman (DOCKER=podman), whose build, compose and GPU differ
+    "$docker_cmd" --version 2>/dev/null | grep -qi podman
+}
+
 has_toolkit() {
+    if is_podman; then  # podman reaches the GPU through CDI, not a Docker runtime
+        [ -f /etc/cdi/nvidia.yaml ] || [ -f /var/run/cdi/nvidia.yaml ]
+        return
+    fi
     command -v nvidia-ctk >/dev/null 2>&1 && return 0
     command -v nvidia-container-runtime >/dev/null 2>&1 && return 0
     "$docker_cmd" info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"nvidia"'
@@ -67,7 +78,11 @@ has_toolkit() {
 
 disk_problem() {  # one line when the folder Docker builds into has less free than a build takes
     local root free
-    root=$("$docker_cmd" info --format '{{.DockerRootDir}}' 2>/dev/null || true)
+    if is_podman; then
+        root=$("$docker_cmd" info --format '{{.Store.GraphRoot}}' 2>/dev/null || true)
+    else
+        root=$("$docker_cmd" info --format '{{.DockerRootDir}}' 2>/dev/null || true)
+    fi
     while [ -n "$root" ] && [ ! -d "$root" ]; do root=$(dirname "$root"); done
     free=$(df -Pk "${root:-/}" 2>/dev/null | awk 'NR == 2 {print int($4 / 1048576)}')
     if [ -n "$free" ] && [ "$free" -lt "$build_disk_gb" ]; then
@@ -75,12 +90,32 @@ disk_problem() {  # one line when the folder Docker builds into has less free th
     fi
 }
 
+# The engine's named build contexts: BuildKit (docker buildx) or podman 4.2+; else the line.
+build_context_problem() {
+    if is_podman; then
+        "$docker_cmd" build --help 2>/dev/null | grep -q -- --build-context || echo "$PODMAN_CONTEXT_MSG"
+    else
+        "$docker_cmd" buildx version >/dev/null 2>&1 || echo "$BUILDKIT_MSG"
+    fi
+}
+
+compose_problem() {
+    "$docker_cmd" compose version >/dev/null 2>&1 && return 0
+    if is_podman; then echo "$PODMAN_COMPOSE_MSG"; else echo "$COMPOSE_MSG"; fi
+}
+
+toolkit_msg() { if is_podman; then echo "$CDI_MSG"; else echo "$TOOLKIT_MSG"; fi; }
+
 check_buildkit() {
-    "$docker_cmd" buildx version >/dev/null 2>&1 || fail "$BUILDKIT_MSG"
+    local msg
+    msg=$(build_context_problem)
+    [ -z "$msg" ] || fail "$msg"
 }
 
 check_compose() {
-    "$docker_cmd" compose version >/dev/null 2>&1 || fail "$COMPOSE_MSG"
+    local msg
+    msg=$(compose_problem) || true
+    [ -z "$msg" ] || fail "$msg"
 }
 
 # What docker/install-isaacgym.sh extracts and uses, and the Python 3.8 bindings.
@@ -138,10 +173,10 @@ check_prereqs() {
     local compose=$1 build=$2 image=$3 tarball=$4 sha=${5:-} problems=() daemon=1 msg i
     if [ "${NEEDS_GPU:-0}" = 1 ]; then
         gpus >/dev/null || problems+=("$GPU_MSG")
-        has_toolkit || problems+=("$TOOLKIT_MSG")
+        has_toolkit || problems+=("$(toolkit_msg)")
     fi
-    if [ "$compose" = 1 ] && ! "$docker_cmd" compose version >/dev/null 2>&1; then
-        problems+=("$COMPOSE_MSG")
+    if [ "$compose" = 1 ] && msg=$(compose_problem) && [ -n "$msg" ]; then
+        problems+=("$msg")
     fi
     if ! "$docker_cmd" info >/dev/null 2>&1; then
         daemon=0
@@ -157,7 +192,7 @@ check_prereqs() {
         elif ! msg=$(check_tarball "$tarball" "$sha" 2>&1); then
             problems+=("${msg#error: }")
         fi
-        "$docker_cmd" buildx version >/dev/null 2>&1 || problems+=("$BUILDKIT_MSG")
+        msg=$(build_context_problem) && [ -n "$msg" ] && problems+=("$msg")
         msg=$(disk_problem) && [ -n "$msg" ] && problems+=("$msg")
     fi
     [ "${#problems[@]}" -eq 0 ] && return 0
@@ -174,16 +209,18 @@ check_host() {
     if list=$(gpus); then
         say ok "NVIDIA driver $("$nvidia_smi" --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(wc -l <<<"$list") GPU(s): $(head -n 1 <<<"$list")"
     else say error "$GPU_MSG"; fi
-    if has_toolkit; then say ok "NVIDIA Container Toolkit"; else say error "$TOOLKIT_MSG"; fi
+    if is_podman; then
+        if has_toolkit; then say ok "NVIDIA CDI spec for podman"; else say error "$CDI_MSG"; fi
+    elif has_toolkit; then say ok "NVIDIA Container Toolkit"; else say error "$TOOLKIT_MSG"; fi
     if "$docker_cmd" info >/dev/null 2>&1; then
-        say ok "Docker daemon answers"
+        if is_podman; then say ok "$("$docker_cmd" --version | head -n 1) answers"; else say ok "Docker daemon answers"; fi
         engine=$("$docker_cmd" version --format '{{.Server.Version}}' 2>/dev/null || true)
-        if [[ ! "$engine" =~ ^[0-9]+\. ]]; then :  # no version to read: nothing to say
+        if is_podman || [[ ! "$engine" =~ ^[0-9]+\. ]]; then :  # podman: its own build check below
         elif [ "${engine%%.*}" -ge 23 ]; then say ok "Docker Engine $engine"
         else say error "Docker Engine $engine $ENGINE_MSG"; fi
     else say error "$DAEMON_MSG"; fi
-    if "$docker_cmd" buildx version >/dev/null 2>&1; then say ok "BuildKit (docker buildx)"; else say error "$BUILDKIT_MSG"; fi
-    if "$docker_cmd" compose version >/dev/null 2>&1; then say ok "Docker Compose v2"; else say error "$COMPOSE_MSG"; fi
+    if msg=$(build_context_problem) && [ -n "$msg" ]; then say error "$msg"; else say ok "named build contexts (make build)"; fi
+    if msg=$(compose_problem) && [ -n "$msg" ]; then say error "$msg"; else say ok "Compose v2"; fi
     if "$docker_cmd" image inspect "$image" >/dev/null 2>&1; then
         say ok "image $image is built (the tarball and disk checks are for building it)"
         [ "$bad" = 0 ] || exit 2
