@@ -179,11 +179,13 @@ _IMAGE_GOALS := train resume eval video export pipeline reproduce smoke-test she
 _GPU_GOALS := train resume eval video export pipeline reproduce smoke-test shell dev sweep \
 	demo
 NVIDIA_SMI ?= nvidia-smi
+# 0: no host GPU checks (make image-check's CPU rehearsal, whose compose file asks for no GPU)
+HOST_GPU_CHECK ?= 1
 _HOST_ENV = DOCKER='$(DOCKER)' NVIDIA_SMI='$(NVIDIA_SMI)' \
 	TARBALL_MISSING_MSG='$(subst error: ,,$(_TARBALL_MSG))'
 # $(call _prereqs,COMPOSE 0/1,BUILD always/if-missing/never) -> the last error line, or empty
 _prereqs = $(if $(_DRY_RUN),,$(shell $(_HOST_ENV) \
-	NEEDS_GPU=$(if $(filter $(_GPU_GOALS),$(MAKECMDGOALS)),1,0) $(HOST_CHECK) prereqs $(1) $(2) \
+	NEEDS_GPU=$(if $(and $(filter 1,$(HOST_GPU_CHECK)),$(filter $(_GPU_GOALS),$(MAKECMDGOALS))),1,0) $(HOST_CHECK) prereqs $(1) $(2) \
 	'$(IMAGE)' '$(ISAACGYM_TARBALL_PATH)' '$(ISAACGYM_TARBALL_SHA256)'))
 _NEEDS_COMPOSE := $(if $(filter $(_COMPOSE_GOALS),$(MAKECMDGOALS)),1,0)
 ifneq ($(filter build,$(MAKECMDGOALS)),)
@@ -302,7 +304,9 @@ test-stack: $(VENV)/.stamp $(STACK_VENV)/.stamp ## the suite on the image's Pyth
 _PIN_ARGS := STACK LOCK_FILE CUDA_BASE_IMAGE CUDA_VERSION PYTHON_VERSION TORCH_VERSION \
 	TORCHVISION_VERSION TORCH_INDEX_URL OPENRL_VERSION GYMNASIUM_VERSION NUMPY_VERSION JSONARGPARSE_VERSION \
 	MAPUSH_REPO MAPUSH_COMMIT HARL_REPO HARL_COMMIT ISAACGYM_TARBALL ISAACGYM_VERSION
+# podman: Docker's image format, whose SHELL (bash, pipefail) OCI's drops
 DOCKER_BUILD = $(DOCKER) build --file docker/Dockerfile --tag $(IMAGE) \
+	$(if $(findstring podman,$(notdir $(DOCKER))),--format docker) \
 	$(foreach pin,$(_PIN_ARGS),--build-arg $(pin)=$($(pin))) \
 	--build-arg HOST_UID=$(HOST_UID) --build-arg HOST_GID=$(HOST_GID) \
 	--build-context isaacgym=$(ISAACGYM_CONTEXT) $(BUILD_ARGS) .
