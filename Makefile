@@ -309,6 +309,7 @@ DOCKER_BUILD = $(DOCKER) build --file docker/Dockerfile --tag $(IMAGE) \
 	$(if $(findstring podman,$(notdir $(DOCKER))),--format docker) \
 	$(foreach pin,$(_PIN_ARGS),--build-arg $(pin)=$($(pin))) \
 	--build-arg HOST_UID=$(HOST_UID) --build-arg HOST_GID=$(HOST_GID) \
+	--build-arg ISAACGYM_TARBALL_DIGEST=$$(sha256sum $(ISAACGYM_CONTEXT)/$(ISAACGYM_TARBALL) | cut -c1-64) \
 	--build-context isaacgym=$(ISAACGYM_CONTEXT) $(BUILD_ARGS) .
 # Stage the tarball alone in the context folder: a hard link, or a copy across file systems.
 STAGE_TARBALL = mkdir -p $(ISAACGYM_CONTEXT) && rm -f $(ISAACGYM_CONTEXT)/* && \

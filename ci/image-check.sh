@@ -104,7 +104,7 @@ case "$what" in
         timed inputs inputs
         timed build build
         podman history --format '{{.Size}}\t{{.CreatedBy}}' "$tag" | cut -c1-160 >"$out/history.txt"
-        podman image inspect --format '{{.Size}}' "$tag" | awk '{printf "image-size-bytes %d\n", $1}' | tee -a "$times"
+        podman image inspect --format '{{.Size}}' "$tag" | awk '{printf "image-size-mb %.0f\n", $1 / 1e6}' | tee -a "$times"
         ;;
 esac
 case "$what" in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install Isaac Gym Preview 4 from the user's tarball into the image's venv.
-# usage: install-isaacgym.sh TARBALL VERSION
+# usage: install-isaacgym.sh TARBALL VERSION [SHA256]   (SHA256: the file's, checked when given)
 # Only the installed package stays: the tarball is bind-mounted (never in a layer) and the
 # extracted tree is deleted. Like NVIDIA's own Isaac Gym Dockerfile, it installs the tarball's
 # Vulkan ICD and EGL vendor files and removes Mesa's EGL (its eglReleaseThread crashes at
@@ -11,6 +11,10 @@ tarball=$1
 version=$2
 if [ ! -f "$tarball" ]; then
     echo "error: Isaac Gym tarball $(basename "$tarball") is not in the isaacgym build context; build with make build (it stages vendor/$(basename "$tarball"))" >&2
+    exit 2
+fi
+if [ -n "${3:-}" ] && [ "$(sha256sum "$tarball" | cut -d' ' -f1)" != "$3" ]; then
+    echo "error: the mounted $(basename "$tarball") is not the file make staged (sha256 $3): build with make build" >&2
     exit 2
 fi
 

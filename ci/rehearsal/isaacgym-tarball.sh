@@ -38,11 +38,25 @@ PY
 
 bindings=$pkg/_bindings/linux-x86_64
 mv "$bindings/gym_38.py" "$bindings/_gym_38.py"
+# its classes pickle under the real module's name, as the authors' checkpoints name them
+printf '\nfor _cls in (SimType,):\n    _cls.__module__ = __name__.replace("._gym_38", ".gym_38")\n' \
+    >>"$bindings/_gym_38.py"
 cat >"$work/gym_38.c" <<'C'
-/* gym_38 of the rehearsal's tarball: the stand-in's _gym_38 under Isaac Gym's name. */
+/* gym_38 of the rehearsal's tarball: an extension module holding the stand-in's _gym_38. */
 #include <Python.h>
+static struct PyModuleDef gym_38 = {PyModuleDef_HEAD_INIT, "gym_38", NULL, -1, NULL};
 PyMODINIT_FUNC PyInit_gym_38(void) {
-    return PyImport_ImportModule("isaacgym._bindings.linux-x86_64._gym_38");
+    PyObject *module = PyModule_Create(&gym_38), *key, *value;
+    PyObject *source = PyImport_ImportModule("isaacgym._bindings.linux-x86_64._gym_38");
+    Py_ssize_t pos = 0;
+    if (module == NULL || source == NULL) return NULL;
+    while (PyDict_Next(PyModule_GetDict(source), &pos, &key, &value)) {
+        if (PyUnicode_Tailmatch(key, PyUnicode_FromString("__"), 0, 2, -1)) continue;
+        if (PyModule_AddObject(module, PyUnicode_AsUTF8(key), value) < 0) return NULL;
+        Py_INCREF(value);
+    }
+    Py_DECREF(source);
+    return module;
 }
 C
 include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
@@ -68,6 +82,6 @@ cat >"$top/docker/10_nvidia.json" <<'JSON'
 JSON
 
 mkdir -p "$(dirname "$out")"
-tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" -czf "$out.part" isaacgym
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" -cf - isaacgym | gzip -n >"$out.part"
 mv "$out.part" "$out"
 echo "rehearsal: $out: the Isaac Gym stand-in in Preview 4's layout, version $version"

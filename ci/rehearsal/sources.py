@@ -52,9 +52,14 @@ def main(argv):
     (harl / "setup.py").write_text(HARL_SETUP)
     (harl / ".upstream-commit").write_text(
         "harl-aht-wheel:%s %s\n" % (wheel.name, values["HARL_COMMIT"]))
-    for folder, dirs, _ in os.walk(str(dest)):
+    for folder, dirs, files in os.walk(str(dest)):
         if "__pycache__" in dirs:
             shutil.rmtree(os.path.join(folder, "__pycache__"))
+            dirs.remove("__pycache__")
+        # readable by the image's user, as git's checkout is (the stand-in body is 0600)
+        for name in files:
+            path = os.path.join(folder, name)
+            os.chmod(path, os.stat(path).st_mode | 0o444)
     print("rehearsal: sources in %s (MAPush from %s, HARL from %s)" % (dest, src, wheel.name))
     return 0
 
