@@ -237,6 +237,8 @@ help: ## list the targets and their variables
 	@echo "    TENSORBOARD_BASE_IMAGE=$(or $(TENSORBOARD_BASE_IMAGE),(empty: $(_TB_DEFAULT_BASE)))"
 	@echo "    ISAACGYM_TARBALL_PATH=$(ISAACGYM_TARBALL_PATH)"
 	@echo "    NVIDIA_SMI=$(NVIDIA_SMI)  (the host checks of make doctor and the GPU targets)"
+	@echo "    HOST_GPU_CHECK=$(HOST_GPU_CHECK)  (0: no host GPU checks; make image-check's CPU run)"
+	@echo "    DOCKER=$(DOCKER)  (docker, or podman: make build, doctor, and podman run; compose needs podman 4.7+)"
 	@echo "    make demo: DEMO_RUN=$(DEMO_RUN) DEMO_ENVS=$(DEMO_ENVS) DEMO_DIR=$(DEMO_DIR)"
 	@echo "    make try: TRY_DIR=$(TRY_DIR)  (and MAPUSH_SRC, as make test)"
 	@echo "    make dev: MAPUSH_DIR=$(or $(MAPUSH_DIR),(empty: required, your MAPush checkout)) CMD=$(or $(CMD),(empty: bash))"

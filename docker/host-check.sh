@@ -63,7 +63,7 @@ gpus() {  # the GPUs nvidia-smi lists, one per line (fails without a driver or a
 }
 
 is_podman() {  # the engine is podman (DOCKER=podman), whose build, compose and GPU differ
-    "$docker_cmd" --version 2>/dev/null | grep -qi podman
+    [[ $(basename "$docker_cmd") == podman* ]]
 }
 
 has_toolkit() {

@@ -1,6 +1,7 @@
 """The Makefile: every target documented, options reaching `mapush train`, bad options and
 a missing Isaac Gym tarball stopped with one line before Docker starts, pins passed to the
 image build. Docker itself is replaced by a stub that records its argv."""
+import hashlib
 import os
 import re
 import shutil
@@ -297,10 +298,16 @@ def test_build_passes_every_pin_and_stages_only_the_tarball(sandbox, tmp_path):
     dockerfile_args = set(re.findall(r"^ARG (\w+)", (REPO / "docker" / "Dockerfile").read_text(), re.M))
     build_args = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--build-arg")
     assert build_args.pop("HOST_UID") == "1234" and build_args.pop("HOST_GID") == "567"
+    # the staged file's sha256: install-isaacgym.sh checks the mount against it, and it keys
+    # the Isaac Gym layer's cache (podman's cache does not look into mounts)
+    digest = build_args.pop("ISAACGYM_TARBALL_DIGEST")
+    assert digest == hashlib.sha256(real.read_bytes()).hexdigest()
     assert build_args["STACK"] == "cu116"
     PINS["STACK"] = "cu116"  # the default stack: the pins without a CU121_ prefix
-    # every ARG of the Dockerfile that is a pin gets the pins.env value, and nothing else
-    assert set(build_args) == dockerfile_args - {"HOST_UID", "HOST_GID"}
+    # every ARG of the Dockerfile that is a pin gets the pins.env value, and nothing else;
+    # PYTHON_APT_PACKAGES keeps its default, derived from PYTHON_VERSION in the Dockerfile
+    assert set(build_args) == dockerfile_args - {"HOST_UID", "HOST_GID",
+                                                 "ISAACGYM_TARBALL_DIGEST", "PYTHON_APT_PACKAGES"}
     for name, value in build_args.items():
         assert PINS[name] == value, name
     assert args[args.index("--tag") + 1] == "mapush-env:latest" and args[-1] == "."

@@ -532,3 +532,32 @@ def test_without_gpu_or_isaacgym_smoke_fails_at_the_doctor_stage_quickly(tmp_pat
     for check in failing:  # the doctor's own words, with its fixes
         assert check["message"] in message and check["fix"] in message
     assert message in result.stderr.strip().splitlines()[-1]
+
+
+def test_on_the_cpu_each_stage_limit_is_five_times_longer():
+    """mapush smoke --sim-device cpu (make image-check): the GPU-sized limits, as hang guards,
+    grow by CPU_TIMEOUT_FACTOR; on a GPU they stay as they are."""
+    from types import SimpleNamespace
+
+    import pytest as _pytest
+
+    from tests.gpu import conftest as smoke_conftest
+
+    def items():
+        out = []
+        for limit in (80, 140):
+            node = SimpleNamespace(markers=[_pytest.mark.timeout(limit).mark])
+            node.get_closest_marker = lambda name, n=node: next(
+                (m for m in n.markers if m.name == name), None)
+            node.add_marker = lambda mark, append=True, n=node: n.markers.insert(
+                len(n.markers) if append else 0, getattr(mark, "mark", mark))
+            out.append(node)
+        return out
+
+    for device, factor in (("cpu", smoke_conftest.CPU_TIMEOUT_FACTOR), ("cuda:0", 1)):
+        config = SimpleNamespace(getoption=lambda name, d=device: d)
+        nodes = items()
+        smoke_conftest.pytest_collection_modifyitems(config, nodes)
+        assert [n.get_closest_marker("timeout").args[0] for n in nodes] == [80 * factor,
+                                                                             140 * factor]
+    assert smoke_conftest.CPU_TIMEOUT_FACTOR >= 5

@@ -23,7 +23,7 @@ uid=$(podman image inspect --format '{{.Config.User}}' "$tag")
 
 # 1. doctor: one line for the stand-in, one for the GPU
 doctor=$(podman run --rm "$tag" mapush doctor 2>&1) || true
-echo "$doctor" | sed 's/^/image-check: doctor: /'
+while IFS= read -r line; do echo "image-check: doctor: $line"; done <<<"$doctor"
 grep -q "stand-in" <<<"$doctor" || { echo "error: mapush doctor in the image does not name the stand-in" >&2; exit 1; }
 grep -qi "no GPU" <<<"$doctor" || { echo "error: mapush doctor in the image does not say that no GPU is visible" >&2; exit 1; }
 

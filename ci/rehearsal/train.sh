@@ -28,8 +28,8 @@ if [ "$have" != "sha256:$want" ]; then
 fi
 [ "$(docker run --rm --entrypoint id "$tag" -u)" != 0 ] || fail "the image's user is root"
 
-uid=$(make -s --no-print-directory -f Makefile -E 'print-ids: ; @echo $(HOST_UID)' print-ids)
-gid=$(make -s --no-print-directory -f Makefile -E 'print-ids: ; @echo $(HOST_GID)' print-ids)
+# the container user Make gives the image (make help prints them)
+read -r uid gid < <(make -s help | sed -n 's/.*HOST_UID=\([0-9]*\) HOST_GID=\([0-9]*\).*/\1 \2/p')
 run=runs/image-check/$(date +%Y%m%d-%H%M%S)
 mkdir -p runs/image-check
 printf 'episode_length: 20\nppo_epoch: 1\n' >runs/image-check/ppo.yaml

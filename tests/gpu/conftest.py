@@ -46,6 +46,10 @@ TIMEOUTS = {"doctor": 45, "env": 75, "step": 90, "train_ppo": 140, "train_happo"
             "eval": 80, "memory": 10, "clean_exit": 10}
 # Seconds a process group gets between SIGTERM and SIGKILL when a stage is cut short, and a
 # child's leftover processes get to finish after the child itself exited.
+# On the CPU (mapush smoke --sim-device cpu: make image-check, a machine without a GPU) each
+# limit is this many times longer: the limits are hang guards sized on a GPU, and the eval
+# stage's whole episode took over 80 s on CI's 2 cores.
+CPU_TIMEOUT_FACTOR = 5
 KILL_GRACE_S = 5.0
 LEFTOVER_GRACE_S = 2.0
 
@@ -208,6 +212,16 @@ def pytest_configure(config: Any) -> None:
         config.pluginmanager.register(Verdict(config), "mapush-smoke-verdict")
         # SIGTERM (docker stop, CI's cancel) ends the run as Ctrl-C does: report, children killed
         signal.signal(signal.SIGTERM, _interrupt)
+
+
+def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
+    if config.getoption("--sim-device") != "cpu":
+        return
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        if marker is not None and marker.args:
+            item.add_marker(pytest.mark.timeout(marker.args[0] * CPU_TIMEOUT_FACTOR),
+                            append=False)
 
 
 def _interrupt(signum: int, _frame: Any) -> None:
