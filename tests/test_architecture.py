@@ -328,9 +328,10 @@ def test_the_layer_check_fails_on_a_planted_cycle_an_upward_import_and_a_cli_imp
     assert "mapush.newmodule is in no layer of docs/architecture.md" in problems
 
 
-def test_mapush_stays_within_8000_lines():
+def test_mapush_stays_within_8300_lines():
+    """The budget DEVELOPERS.md sets with multi-GPU (issue 78): 8,300 physical lines."""
     lines = sum(len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py"))
-    assert lines <= 8000, "mapush/ has %d lines (wc -l); the budget is 8,000" % lines
+    assert lines <= 8300, "mapush/ has %d lines (wc -l); the budget is 8,300" % lines
 
 
 def test_the_faults_marker_selects_every_fault_of_issue_36():
