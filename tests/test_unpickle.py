@@ -72,6 +72,72 @@ def test_the_payload_is_live_without_the_allowlist(tmp_path):
     assert marker.exists()
 
 
+MARK = "TORCHSCRIPT-PAYLOAD-RAN"
+
+
+def torchscript_file(path):
+    """A TorchScript archive whose scripted ``__setstate__`` prints MARK when it is loaded:
+    torch.load hands such a zip to torch.jit.load, which runs it (the control below)."""
+    from typing import Tuple
+
+    class Evil(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = 1
+
+        def forward(self, x):
+            return x
+
+        @torch.jit.export
+        def __getstate__(self) -> Tuple[int, bool]:
+            return (self.x, self.training)
+
+        @torch.jit.export
+        def __setstate__(self, state: Tuple[int, bool]) -> None:
+            print("TORCHSCRIPT-PAYLOAD-RAN")
+            self.x = state[0]
+            self.training = state[1]
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(torch.jit.script(Evil()), str(path))
+    return path
+
+
+def _python(code, *args):
+    return subprocess.run([sys.executable, "-c", code] + [str(a) for a in args],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=120)
+
+
+def test_a_torchscript_archive_is_refused_before_any_torch_call(tmp_path):
+    path = torchscript_file(tmp_path / "module.pt")
+    proc = _python("import sys; from mapush.checkpoints import unpickle\n"
+                   "try:\n    unpickle.load(sys.argv[1], 'cpu', '--checkpoint')\n"
+                   "except Exception as exc:\n    print('refused:', exc, file=sys.stderr)", path)
+    assert MARK not in proc.stdout + proc.stderr
+    assert "a TorchScript file, not a checkpoint" in proc.stderr, proc.stderr[-2000:]
+    # the control: torch's own loaders run it (on 1.13 and 2.x alike)
+    control = _python("import sys, torch; torch.jit.load(sys.argv[1])", path)
+    assert MARK in control.stdout, control.stderr[-2000:]
+
+
+def test_eval_refuses_a_torchscript_checkpoint_with_one_line(tmp_path):
+    ckpt = tmp_path / "bad" / "checkpoints" / "rl_model_40_steps"
+    torchscript_file(ckpt / "module.pt")
+    proc = run_mapush(["eval", "--checkpoint", ckpt, "--object", "cuboid", "--sim-device",
+                       "cpu", "--rl-device", "cpu"], env=double_env(), cwd=tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and MARK not in proc.stdout + proc.stderr, proc.stderr[-2000:]
+    assert lines[-1].startswith("error: ") and "a TorchScript file" in lines[-1], lines[-3:]
+
+
+def test_a_fifo_named_as_a_checkpoint_is_refused_without_hanging(tmp_path):
+    fifo = tmp_path / "module.pt"
+    os.mkfifo(str(fifo))
+    with pytest.raises(OSError):
+        unpickle.load(fifo, "cpu", "--checkpoint")
+
+
 def _harl_run(tmp_path, marker):
     ckpt = tmp_path / "harlrun" / "checkpoints" / "step-000000000040"
     payload_file(ckpt / "actor_agent0.pt", marker)

@@ -5,13 +5,16 @@ functions listed in ``ALLOWED`` (``unpickle.yaml``, which says where each comes 
 Anything else (``os.system``, ``builtins.eval``, a class of another package) is refused
 before it is called, as one UsageError naming it."""
 import inspect
+import io
 import pickle
 import types
+import zipfile
 from pathlib import Path
 from typing import Any, Dict, FrozenSet  # noqa: F401 (type comments)
 
 import yaml
 
+from mapush.common.files import read_regular_bytes
 from mapush.errors import UsageError
 
 _LISTED = yaml.safe_load((Path(__file__).resolve().parent / "unpickle.yaml").read_text())
@@ -53,28 +56,44 @@ def pickle_module(stand_in: Any = None) -> Any:
     return module
 
 
+def is_torchscript(data: bytes) -> bool:
+    """A zip laid out as TorchScript's (``constants.pkl``, ``code/``), which ``torch.load``
+    would hand to ``torch.jit.load`` (torch/serialization.py: ``_is_torchscript_zip``)."""
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        return False
+    names = [n.split("/", 1)[-1] for n in zipfile.ZipFile(io.BytesIO(data)).namelist()]
+    return any(n == "constants.pkl" or n.startswith("code/") for n in names)
+
+
 def load(path: Any, device: Any, what: str, stand_in: Any = None) -> Any:
     """``torch.load`` of a file the user named, through the allowlist, on torch 1.x and 2.x
-    alike; a refused name is one UsageError naming it. Torch 1.x's ``torch.load`` replaces
-    any ``pickle_module`` but its weights-only one by ``pickle`` itself
+    alike; a refused name is one UsageError naming it. The file is read once (a regular
+    file, without blocking), checked, and the same bytes loaded: a TorchScript archive is
+    refused before any torch call. Torch 1.x's ``torch.load`` replaces any
+    ``pickle_module`` but its weights-only one by ``pickle`` itself
     (torch/serialization.py: ``load``), so there its readers are called directly."""
+    data = read_regular_bytes(path)
+    if is_torchscript(data):
+        raise UsageError("%s %s: refused to load it: a TorchScript file, not a checkpoint "
+                         "(loading one runs its code; docs/cli.md, \"What a checkpoint may "
+                         "hold\")" % (what, Path(str(path))))
     import torch
 
     module = pickle_module(stand_in)
+    fh = io.BytesIO(data)
     try:
         if int(torch.__version__.split(".")[0]) >= 2:
             kwargs = {"map_location": device, "pickle_module": module}
             if "weights_only" in inspect.signature(torch.load).parameters:
                 kwargs["weights_only"] = False  # torch >= 2.6: our unpickler decides
-            return torch.load(str(path), **kwargs)
+            return torch.load(fh, **kwargs)
         from torch import serialization
 
-        with open(str(path), "rb") as fh:
-            if not serialization._is_zipfile(fh):  # the legacy format
-                fh.seek(0)
-                return serialization._legacy_load(fh, device, module, encoding="utf-8")
-            with serialization._open_zipfile_reader(fh) as archive:
-                return serialization._load(archive, device, module, encoding="utf-8")
+        if not serialization._is_zipfile(fh):  # the legacy format
+            fh.seek(0)
+            return serialization._legacy_load(fh, device, module, encoding="utf-8")
+        with serialization._open_zipfile_reader(fh) as archive:
+            return serialization._load(archive, device, module, encoding="utf-8")
     except Refused as exc:
         raise UsageError(refusal(what, path, exc))
 

@@ -10,6 +10,11 @@ from typing import Any
 def read_regular(path: Any) -> str:
     """The text of ``path``; OSError when it is missing, unreadable or not a regular file,
     ValueError (UnicodeDecodeError) when it is not text."""
+    return read_regular_bytes(path).decode("utf-8")
+
+
+def read_regular_bytes(path: Any) -> bytes:
+    """The bytes of ``path``, read once; OSError as :func:`read_regular`."""
     fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -22,4 +27,4 @@ def read_regular(path: Any) -> str:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8")
+    return b"".join(chunks)
