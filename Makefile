@@ -154,7 +154,7 @@ ifneq ($(filter doctor,$(MAKECMDGOALS)),)
 $(call _check,$(call _uint,NUM_ENVS,,200))
 endif
 ifneq ($(filter dev,$(MAKECMDGOALS)),)
-$(call _check,$(if $(MAPUSH_DIR),$(if $(wildcard $(MAPUSH_DIR)/mqe/__init__.py),,error: MAPUSH_DIR='$(MAPUSH_DIR)' is no MAPush checkout (no mqe/__init__.py): pass the folder git clone made),error: MAPUSH_DIR is not set: make dev MAPUSH_DIR=<your MAPush checkout> (e.g. ../MAPush)))
+$(call _check,$(if $(MAPUSH_DIR),$(if $(shell test -f $(call _shq,$(MAPUSH_DIR))/mqe/__init__.py && echo ok),,error: MAPUSH_DIR='$(MAPUSH_DIR)' is no MAPush checkout (no mqe/__init__.py): pass the folder git clone made),error: MAPUSH_DIR is not set: make dev MAPUSH_DIR=<your MAPush checkout> (e.g. ../MAPush)))
 endif
 ifneq ($(filter resume,$(MAKECMDGOALS)),)
 $(call _check,$(if $(RUN),$(call _under_runs,RUN)$(if $(wildcard $(RUN)/config.json),,error: RUN='$(RUN)' is not a run (no config.json; e.g. make resume RUN=runs/go1push_mid/cuboid/ppo/seed1-...)),error: RUN is not set: make resume RUN=runs/<task>/<object>/<algo>/<run>))
@@ -453,7 +453,9 @@ shell: image runs-dir ## a bash shell in the training container (GPU, runs/ moun
 # line naming it), and used instead of the image's /opt/mapush; runs record it.
 .PHONY: dev
 dev: image runs-dir ## MAPUSH_DIR=../MAPush: a shell (or CMD='mapush train ...') on your MAPush checkout, patched
-	$(COMPOSE) run --rm -v '$(abspath $(MAPUSH_DIR)):/mnt/mapush-src:ro' \
+	@# MAPUSH_DIR reaches the shell as the environment variable make exports, never as
+	@# recipe text: a quote or a semicolon in its path is a character of the path
+	$(COMPOSE) run --rm -v "$$(cd -- "$$MAPUSH_DIR" && pwd -P):/mnt/mapush-src:ro" \
 	  -e MAPUSH_DEV_SRC=/mnt/mapush-src train $(or $(CMD),bash)
 
 .PHONY: tensorboard

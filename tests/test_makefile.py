@@ -798,3 +798,23 @@ def test_dev_needs_a_mapush_checkout_and_mounts_it_read_only(sandbox):
         "%s:/mnt/mapush-src:ro -e MAPUSH_DEV_SRC=/mnt/mapush-src train bash" % (sandbox / "mine")
     proc = stubbed(sandbox, ["dev", "MAPUSH_DIR=mine", "CMD=mapush train --steps 1000"])
     assert docker_calls(sandbox)[-1].endswith("train mapush train --steps 1000")
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("name", ["it's; touch PWNED; echo '", 'a "b" `touch PWNED` |touch PWNED',
+                                  "with space;touch PWNED"])
+def test_dev_takes_any_path_and_runs_nothing_from_its_name(sandbox, name):
+    """#77 item 5: MAPUSH_DIR with quotes, semicolons, pipes and backquotes is a path, never
+    code (the recipe's quotes used to end at its first quote: `id` ran). ($ is Make's own
+    syntax in any variable, expanded by make before a shell sees it.)"""
+    mine = sandbox / name / "MAPush"
+    (mine / "mqe").mkdir(parents=True)
+    (mine / "mqe" / "__init__.py").write_text("")
+    proc = stubbed(sandbox, ["dev", "MAPUSH_DIR=%s" % mine])
+    assert proc.returncode == 0, proc.stderr
+    assert not list(sandbox.rglob("PWNED")) and not (REPO / "PWNED").exists()
+    assert docker_calls(sandbox)[-1] == "compose --env-file env/pins.env run --rm -v " \
+        "%s:/mnt/mapush-src:ro -e MAPUSH_DEV_SRC=/mnt/mapush-src train bash" % mine
+    # a path that is no checkout is refused by its name, and nothing runs either
+    proc = stubbed(sandbox, ["dev", "MAPUSH_DIR=%s" % (sandbox / name)])
+    assert proc.returncode == 2 and not list(sandbox.rglob("PWNED"))
