@@ -38,14 +38,15 @@ def checks(monkeypatch, tmp_path):
                  steps=step_check.STEPS):
         seen["calls"].append((device, machine, task))
         key, what = step_check.machine_key(machine, task)
-        record = {"passed": seen["passed"], "key": key, "machine": what, "steps": steps,
+        record = {"version": step_check.VERDICT_VERSION,
+                  "passed": seen["passed"], "key": key, "machine": what, "steps": steps,
                   "task": task,
                   "envs": envs, "resets": 3, "seconds": 26.0, "graphs": {"07": "captured"},
                   "checked": "2026-11-26T10:00:00Z",
                   "first_difference": None if seen["passed"] else
                   {"array": "dof_pos", "step": 3, "elements": 12, "max_abs_diff": 1.2e-3}}
         if seen["passed"] is not None:
-            step_check.write_json(step_check.cache_file(key), record)
+            step_check.store(record)
         else:
             record = {"passed": None, "error": "child A (fast step) failed with status 1"}
         return record
@@ -137,8 +138,63 @@ def test_the_verdict_is_read_only_from_a_regular_file_with_a_verdict(tmp_path, m
     monkeypatch.setenv("MAPUSH_CACHE_DIR", str(tmp_path))
     path = step_check.cache_file("k")
     path.parent.mkdir(parents=True)
-    for text in ("not json", "[]", '{"passed": "yes"}'):
+    current = {"version": step_check.VERDICT_VERSION, "passed": False, "key": "k"}
+    # not JSON, not a verdict, a verdict of another schema or version, or another key's
+    for text in ("not json", "[]", '{"passed": "yes"}', '{"passed": true}',
+                 json.dumps(dict(current, version=1)), json.dumps(dict(current, key="j"))):
         path.write_text(text)
         assert step_check.cached("k") is None
-    path.write_text('{"passed": false}')
-    assert step_check.cached("k") == {"passed": False}
+    path.write_text(json.dumps(current))
+    assert step_check.cached("k") == current
+
+
+@pytest.mark.faults
+def test_a_foreign_verdict_is_redone_not_a_traceback(checks, tmp_path, capsys):
+    """#77: a verdict file of another shape ({"passed": true}) made every GPU run a KeyError;
+    it is ignored, the check runs, and its verdict replaces the file."""
+    spec = spec_for(tmp_path)
+    key, _ = step_check.machine_key(step_check.machine("cuda:0", facts()), "go1push_mid")
+    path = step_check.cache_file(key)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"passed": true}')
+    _, record = train.check_step(spec, facts(), preflight=True)
+    assert len(checks["calls"]) == 1 and record["passed"] is True
+    assert json.loads(path.read_text())["version"] == step_check.VERDICT_VERSION
+
+
+@pytest.mark.faults
+def test_a_cache_that_cannot_be_written_warns_and_the_run_goes_on(checks, tmp_path, capsys,
+                                                                 monkeypatch):
+    """#77: an unwritable cache (here a file where the folder should be: ENOTDIR, as root
+    too) refused every GPU run; it is one warning naming MAPUSH_CACHE_DIR, the run goes on
+    with this check's verdict."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("MAPUSH_CACHE_DIR", str(blocked))
+    spec = spec_for(tmp_path)
+    same, record = train.check_step(spec, facts(), preflight=True)
+    assert record["passed"] is True and record["fast_step"] is True
+    warnings = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
+    assert warnings and all("MAPUSH_CACHE_DIR" in l for l in warnings)
+    train.check_step(spec, facts(), preflight=True)
+    assert len(checks["calls"]) == 2  # nothing cached: checked again, never refused
+
+
+@pytest.mark.faults
+def test_a_fifo_in_place_of_the_lock_does_not_hang(checks, tmp_path, capsys):
+    """#77: a FIFO at <key>.lock hung mapush train forever; it is opened without blocking,
+    named in a warning, and the run goes on."""
+    import os
+    import threading
+
+    key, _ = step_check.machine_key(step_check.machine("cuda:0", facts()), "go1push_mid")
+    lock = step_check.cache_file(key).with_suffix(".lock")
+    lock.parent.mkdir(parents=True)
+    os.mkfifo(str(lock))
+    done = []
+    worker = threading.Thread(target=lambda: done.append(
+        train.check_step(spec_for(tmp_path), facts(), preflight=True)), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert done and done[0][1]["passed"] is True, "check_step hung on a FIFO"
+    assert "MAPUSH_CACHE_DIR" in capsys.readouterr().err

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -30,6 +31,8 @@ ENVS, STEPS, SEED, ACTION_SEED = 64, 150, 3, 7
 VARIANTS = (("A", True), ("B", False), ("C", False))  # (name, fast step)
 TRACED = ("obs", "reward", "done", "finished", "dof_pos", "root_states", "root_states_npc")
 CACHE_ENV = "MAPUSH_CACHE_DIR"
+# The verdict's schema: a cached verdict of another version (or none) is ignored and redone.
+VERDICT_VERSION = 2
 # "Equal": within float32 rounding. The fast step computes Isaac Gym's Euler angles eagerly
 # (patch 07's get_euler_xyz_in_graph), while upstream's step calls Isaac Gym's TorchScript,
 # which torch 1.13 fuses after its first calls: its own values then move by a few ulps
@@ -240,25 +243,59 @@ def cache_file(key: str) -> Path:
     return root / "step-check" / ("%s.json" % key)
 
 
+def warn(what: str, exc: Exception) -> None:
+    """The cache can never stop a run: what failed, in one line that names its folder."""
+    print("mapush: warning: the step check's cache cannot be %s (%s); the check goes on "
+          "without it (set %s to a writable folder to keep its verdict)"
+          % (what, exc, CACHE_ENV), file=sys.stderr, flush=True)
+
+
 def cached(key: str) -> Optional[Dict[str, Any]]:
     """This machine's verdict (passed or failed) from an earlier check; None when there is
-    none or it cannot be read (the check then runs again)."""
+    none, it cannot be read, or it is of another schema (the check then runs again)."""
+    path = cache_file(key)
     try:
-        record = json.loads(read_regular(cache_file(key)))
-    except (OSError, ValueError):
+        record = json.loads(read_regular(path))
+    except FileNotFoundError:
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("passed"), bool) else None
+    except (OSError, ValueError) as exc:
+        warn("read", exc)
+        return None
+    if (not isinstance(record, dict) or record.get("version") != VERDICT_VERSION
+            or not isinstance(record.get("passed"), bool) or record.get("key") != key):
+        return None
+    return record
+
+
+def store(record: Dict[str, Any]) -> None:
+    try:
+        write_json(cache_file(record["key"]), record)
+    except OSError as exc:
+        warn("written", exc)
 
 
 @contextlib.contextmanager
 def held(key: str) -> Iterator[None]:
     """One check of a machine at a time: runs that start together (a sweep's cells) wait for
-    the first one's verdict instead of each running their own."""
+    the first one's verdict instead of each running their own. The lock is a regular file
+    opened without blocking; where it cannot be (a read-only cache, a FIFO in its place),
+    the check runs unlocked, with a warning."""
     path = cache_file(key).with_suffix(".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path), "a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        warn("locked", exc)
         yield
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            warn("locked", OSError("%s is not a regular file" % path))
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+    finally:
+        os.close(fd)
 
 
 def compare(a: Dict[str, Any], b: Dict[str, Any], c: Dict[str, Any]) -> Dict[str, Any]:
@@ -311,7 +348,8 @@ def run(device: str, facts: Dict[str, Any], task: str, obj: str = "cuboid", envs
                 traces[name] = {k: data[k] for k in data.files}
     first = compare(traces["A"], traces["B"], traces["C"])
     replayed = results["A"].get("replay_difference")
-    record = {"passed": first["array"] is None and replayed is None, "first_difference": first
+    record = {"version": VERDICT_VERSION,
+              "passed": first["array"] is None and replayed is None, "first_difference": first
               if first["array"] else None, "replay_difference": replayed,
               "replays_checked": results["A"].get("replays_checked"),
               "graphs": results["A"]["graphs"],
@@ -321,7 +359,7 @@ def run(device: str, facts: Dict[str, Any], task: str, obj: str = "cuboid", envs
               "max_abs_diff_within_rounding": first.get("max_abs_diff_within_rounding"),
               "tolerance": {"rtol": RTOL, "atol": ATOL},
               "machine": what, "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_json(cache_file(key), record)
+    store(record)
     return record
 
 
