@@ -138,6 +138,15 @@ def test_compose_reads_the_pins_file():
     assert pins()["CUDA_BASE_IMAGE"]
 
 
+def test_the_step_checks_verdict_outlives_the_container(full):
+    """#77: with `docker compose run --rm` only runs/ persists, so the step check's cache is
+    under it; in the container's ~/.cache every train, resume and sweep cell checked again."""
+    for name in GPU_SERVICES:
+        cache = full[name]["environment"]["MAPUSH_CACHE_DIR"]
+        [mount] = full[name]["volumes"]
+        assert cache.startswith(mount["target"] + "/"), name
+
+
 def test_contact_buffer_is_budgeted_unless_the_user_sets_a_multiplier():
     """An always-set multiplier would switch off mapush's PhysX budget (issue 6)."""
     services = config("--profile", "gpu", env={"MAPUSH_CONTACT_PAIRS_MULTIPLIER": ""})["services"]
