@@ -184,6 +184,21 @@ def config_label(config: Any) -> str:
     return "--config %s" % config
 
 
+def user_yaml(path: Any, what: str = "--config") -> Any:
+    """A YAML file the user named, read as data only: a missing file, one that is not a
+    regular file, not YAML, or YAML with a python tag is one UsageError naming it."""
+    from mapush.common.files import read_regular
+
+    try:
+        return yaml.safe_load(read_regular(path))
+    except (OSError, ValueError) as exc:
+        raise UsageError("%s %s: cannot be read (%s): name a readable YAML file"
+                         % (what, path, getattr(exc, "strerror", None) or exc))
+    except yaml.YAMLError as exc:  # python tags too (safe_load's ConstructorError)
+        raise UsageError("%s %s: not YAML data (%s); python tags are never read"
+                         % (what, path, " ".join(str(exc).split())[:200]))
+
+
 TASK_SET = "task."  # --set task.KEY=VALUE: a setting of the task's MQE config, not the trainer's
 
 
@@ -221,10 +236,7 @@ def config_with_sets(algo: str, config: Optional[str], sets: List[str]) -> Optio
     sets = [item for item in sets if not item.strip().startswith(TASK_SET)]
     if not sets:
         return config
-    try:
-        merged = (yaml.safe_load(Path(config).read_text()) or {}) if config else {}
-    except yaml.YAMLError as exc:
-        raise UsageError("--config %s: not YAML (%s)" % (config, " ".join(str(exc).split())))
+    merged = (user_yaml(config) or {}) if config else {}
     for item in sets:
         key, sep, _ = item.partition("=")
         parts = [part for part in key.strip().split(".") if part]

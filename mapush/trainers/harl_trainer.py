@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
-import yaml
 
 from mapush import schema
 from mapush.errors import UsageError
@@ -18,7 +17,7 @@ from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext, start_wandb, training_videos
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
-from mapush.spec import RunSpec, config_label
+from mapush.spec import RunSpec, config_label, user_yaml
 from mapush.trainers import check_owned
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -45,7 +44,7 @@ TEAM_REWARDS = tuple(schema.SCHEMA["harl"]["env.team_reward"]["choices"])
 
 # --------------------------------------------------------------------------- config
 def _load_yaml(path: Path) -> Dict[str, Any]:
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    data = user_yaml(path) or {}
     if not isinstance(data, dict):
         raise UsageError("%s: expected a YAML mapping of sections (train:, model:, "
                          "algo:, ...), got %s" % (config_label(path), type(data).__name__))

@@ -1,14 +1,12 @@
 """PPO's config through OpenRL's parser (its defaults, the recipe, ``--config``): the parent's
 checks, without torch or OpenRL's training stack (``openrl_trainer`` trains)."""
-from pathlib import Path
 from typing import Any, Dict, Optional
 
-import yaml
 from openrl.configs.config import create_config_parser
 
 from mapush import schema, sim
 from mapush.errors import UsageError
-from mapush.spec import UPPER, RunSpec, config_label
+from mapush.spec import UPPER, RunSpec, config_label, user_yaml
 from mapush.trainers import CONFIG_DIR, by_library, check_owned
 
 SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
@@ -31,7 +29,7 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
         if not str(user_config).endswith(".yaml"):
             raise UsageError("--config %s: OpenRL reads only files named *.yaml; rename it"
                              % user_config)
-        raw = yaml.safe_load(Path(user_config).read_text()) or {}
+        raw = user_yaml(user_config) or {}
         if isinstance(raw, dict):  # the user's own values, before OpenRL converts them
             check_owned("openrl", raw, label)
             schema.check("openrl", raw, label)
