@@ -60,6 +60,9 @@ def test_print_config_shows_what_the_sets_change_and_starts_nothing(real_mqe, tm
     ("task.env.episode_lenght_s=7", "MQE's task config has no such setting; mapush train --print-config"),
     ("task.rewards.scales.push_reward_scale=high", "that setting is a float, not a str"),
     ("task.env.num_envs=3", "--set sets task.env.num_envs, which mapush decides from --num-envs"),
+    # #77: MQE torch.jit.load's DIR/body_latest.jit: a user's TorchScript would run
+    ("task.control.locomotion_policy_dir=/tmp/x", "which mapush decides from the image's walk-these-ways"),
+    ("task.control.command_network_path=/tmp/x.pt", "which mapush decides from --command-net"),
     ("task.env=3", "MQE's task config has no such setting"),
 ])
 def test_a_bad_task_set_is_one_line_before_any_folder(real_mqe, tmp_path, item, says):
