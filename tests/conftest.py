@@ -108,11 +108,10 @@ def real_env(real, **extra):
         "MAPUSH_PATCH_RECORDS": str(real["records"]),
         "PYTHONUNBUFFERED": "1",
         "CUDA_VISIBLE_DEVICES": "",
-        # MQE's torch.load of the command net (go1_push_upper_wrapper.py:127) passes no
-        # weights_only; torch >= 2.6 (this venv's) defaults it to True, the image's 1.13 and
-        # the cu121 stack's 2.3 to False. Only the tests' newer torch needs this.
-        "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",
     })
+    # no TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: MQE's load of the command net goes through
+    # mapush's loader (patches/mapush/13) on every torch, as a user's first run does
+    env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
     env.pop("MQE_DOUBLE_LOG", None)
     measured = real.get("coverage")
     if measured and str(real["tree"]) == measured["tree"]:  # the shipped tree only

@@ -68,7 +68,7 @@ def environment(tree, site, records):
     """The contract of tests/standin/prepare_tree.py, as tests/conftest.py's real_env."""
     return dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (site, HERE, tree, REPO)),
                 MAPUSH_ROOT=str(tree), MAPUSH_PATCH_RECORDS=str(records), PYTHONUNBUFFERED="1",
-                CUDA_VISIBLE_DEVICES="", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+                CUDA_VISIBLE_DEVICES="")
 
 
 def main(argv=None):
