@@ -202,7 +202,7 @@ def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     name = checkpoint.stem if checkpoint.is_file() else folder.name
     out = Path(args.out) if args.out else (run or Path("runs")) / "export" / name
     refuse_inside_run("--out", out, run)
-    outputs.refuse_foreign(out, is_export, "mapush export", run)  # only its own result
+    outputs.refuse_foreign(out, is_export, "mapush export", run, manifest=True)  # its own
     if args.format != "torchscript" and importlib.util.find_spec("onnxruntime") is None:
         raise UsageError("--format %s needs onnxruntime: pip install '.[export]'" % args.format)
     return checkpoint, out, run

@@ -210,7 +210,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("RUN %s: no such run directory" % run)
     out = Path(args.out) if args.out else run / REPORT_DIR
     refuse_inside_run("--out", out, run)
-    outputs.refuse_foreign(out, is_report, "mapush report", run)
+    outputs.refuse_foreign(out, is_report, "mapush report", run, manifest=True)
     try:
         with outputs.scratch_beside(out) as partial:
             build(run, partial)
@@ -223,10 +223,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def is_report(folder: Path) -> bool:
-    """A previous result of ``mapush report``: its page says so (its generator tag, or the
-    title of the pages written before the tag)."""
+    """A previous result of ``mapush report``: its page's generator tag says so."""
     try:
         head = read_regular(folder / PAGE)[:600]
     except (OSError, ValueError):
         return False
-    return 'content="mapush report"' in head or "<title>MAPush run " in head
+    return 'content="mapush report"' in head  # no title: any page may have one (#77)

@@ -328,6 +328,11 @@ def test_out_replaces_only_a_previous_export_and_deletes_nothing_else(upstream, 
     assert (work / "policy.partial" / "keep").read_text() == "mine"
     assert sorted(p.name for p in work.iterdir()) == ["link", "mine", "policy", "policy.partial"]
     assert (mine / "thesis.tex").read_text() == "only copy"
+    # #77: a file the user added to the export (a converted model) is named and kept
+    (out / "policy.trt").write_text("my TensorRT engine")
+    proc = run_mapush(["export", "--run", run, "--out", out], env, cwd=work)
+    assert "policy.trt was not written by mapush export" in one_error(proc)
+    assert (out / "policy.trt").read_text() == "my TensorRT engine"
 
 
 def test_the_report_links_the_export_once_there_is_one(upstream, trained, tmp_path):

@@ -362,3 +362,31 @@ def test_report_out_replaces_only_a_previous_report(upstream, run, tmp_path):
         assert proc.stdout.strip() == str(page / "index.html")
     assert 'content="mapush report"' in (page / "index.html").read_text()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    # #77: the result's mode follows the umask (mkdtemp's 0700 did not)
+    assert page.stat().st_mode & 0o777 == 0o777 & ~current_umask()
+    # #77: a user's note added to a previous report, or a page of the report's changed, is
+    # named and kept, never deleted; a page titled "MAPush run" is no report of ours
+    (page / "notes.txt").write_text("my notes")
+    proc = run_mapush(["report", run["run"], "--out", page], env, cwd=tmp_path)
+    line = one_error(proc)
+    assert "notes.txt was not written by mapush report" in line, line
+    assert (page / "notes.txt").read_text() == "my notes"
+    (page / "notes.txt").unlink()
+    with open(str(page / "index.html"), "a") as handle:
+        handle.write("<!-- my edit -->")
+    assert "index.html was not written by mapush report" in one_error(
+        run_mapush(["report", run["run"], "--out", page], env, cwd=tmp_path))
+    titled = tmp_path / "titled"
+    titled.mkdir()
+    (titled / "index.html").write_text("<html><head><title>MAPush run notes</title></head>")
+    proc = run_mapush(["report", run["run"], "--out", titled], env, cwd=tmp_path)
+    assert "exists and is no result of mapush report" in one_error(proc)
+    assert (titled / "index.html").read_text().startswith("<html><head><title>MAPush run")
+
+
+def current_umask():
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
