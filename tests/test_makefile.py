@@ -818,3 +818,58 @@ def test_dev_takes_any_path_and_runs_nothing_from_its_name(sandbox, name):
     # a path that is no checkout is refused by its name, and nothing runs either
     proc = stubbed(sandbox, ["dev", "MAPUSH_DIR=%s" % (sandbox / name)])
     assert proc.returncode == 2 and not list(sandbox.rglob("PWNED"))
+
+
+def podman_stub(sandbox: Path, build_context: bool = True) -> Path:
+    """A podman (its name is what tells the host checks it is podman): no `compose`, and a
+    `build --help` that lists --build-context only when ``build_context``."""
+    stub = sandbox / "podman"
+    stub.write_text("""#!/usr/bin/env bash
+printf '%%s\\n' "$*" >> "$DOCKER_LOG"
+if [ "$1" = compose ]; then echo "Error: unrecognized command \\`podman compose\\`" >&2; exit 125; fi
+if [ "$1 $2" = "build --help" ]; then echo "  --build-arg"; %s exit 0; fi
+exit 0
+""" % ('echo "  --build-context stringArray";' if build_context else ""))
+    stub.chmod(0o755)
+    return stub
+
+
+def test_podman_builds_and_its_missing_compose_is_one_line(sandbox, tmp_path):
+    """#76 item 1: make build DOCKER=podman checks podman's named build contexts (not
+    BuildKit) and builds in Docker's format (OCI's drops the Dockerfile's SHELL); a compose
+    target on a podman without `podman compose` is one line that says so."""
+    stub = podman_stub(sandbox)
+    tarball = tmp_path / "isaacgym.tgz"
+    fake_tarball(tarball)
+    env = {"DOCKER_LOG": str(sandbox / "docker.log"), "BUILD_DISK_GB": "0"}
+    proc = make(["build", "DOCKER=%s" % stub, "ISAACGYM_TARBALL_PATH=%s" % tarball],
+                cwd=sandbox, env=env)
+    assert proc.returncode == 0, proc.stderr
+    build = [c for c in docker_calls(sandbox) if c.startswith("build --file")]
+    assert len(build) == 1 and "--format docker" in build[0]
+    assert not [c for c in docker_calls(sandbox) if c.startswith("buildx")]
+    proc = make(["tensorboard", "DOCKER=%s" % stub], cwd=sandbox, env=env)
+    line = one_error(proc)
+    assert "no 'podman compose'" in line and "podman 4.7" in line, line
+    # a podman without named build contexts (before 4.2) is named before any build
+    podman_stub(sandbox, build_context=False)
+    (sandbox / "docker.log").unlink()
+    proc = make(["build", "DOCKER=%s" % stub, "ISAACGYM_TARBALL_PATH=%s" % tarball],
+                cwd=sandbox, env=env)
+    assert "named build contexts" in one_error(proc) and "podman has from 4.2" in one_error(proc)
+    assert not [c for c in docker_calls(sandbox) if c.startswith("build --file")]
+
+
+def test_doctor_names_podmans_missing_cdi_spec(sandbox, tmp_path):
+    """#76 item 1: make doctor with podman names the NVIDIA CDI spec, with its fix, where
+    Docker's check names the Container Toolkit's runtime."""
+    stub = podman_stub(sandbox)
+    smi = sandbox / "nvidia-smi-stub"
+    smi.write_text(NVIDIA_SMI_STUB)
+    smi.chmod(0o755)
+    if Path("/etc/cdi/nvidia.yaml").exists() or Path("/var/run/cdi/nvidia.yaml").exists():
+        pytest.skip("this machine has an NVIDIA CDI spec")
+    proc = make(["doctor", "DOCKER=%s" % stub, "NVIDIA_SMI=%s" % smi], cwd=sandbox,
+                env={"DOCKER_LOG": str(sandbox / "docker.log"), "BUILD_DISK_GB": "0"})
+    assert "error: podman sees no NVIDIA CDI spec" in proc.stdout, proc.stdout
+    assert "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml" in proc.stdout
