@@ -22,7 +22,7 @@ from mapush.common.atomic import write_bytes, write_json, write_text
 from mapush.common.hashing import sha256
 from mapush.diagnostics.doctor import require_devices
 from mapush.errors import MapushError, UsageError
-from mapush.objects import mapush_root
+from mapush.objects import check_object_name, mapush_root
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance
 from mapush.spec import MID, UPPER, UPPER_OBJECT, UPPER_OBS_DIM
@@ -196,6 +196,8 @@ def is_export(folder: Path) -> bool:
 
 def plan(args: argparse.Namespace) -> Tuple[Path, Path, Any]:
     """``(checkpoint, out, run or None)``; every bad input is refused here, before a write."""
+    if args.object is not None:  # as eval refuses it: before the rollout (#77)
+        check_object_name(args.object)
     checkpoint = resolve(args.run or args.checkpoint, "--run" if args.run else "--checkpoint")
     folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
     run = folder.parent.parent if (folder.parent.parent / RUN_CONFIG).is_file() else None

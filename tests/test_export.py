@@ -414,3 +414,15 @@ def test_sigterm_stops_an_export_with_nothing_left(upstream, trained, tmp_path):
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "tmpdir"]
     assert [p.name for p in tmpdir.iterdir() if p.name.startswith(("mapush-", "tmp"))] == []
+
+
+def test_an_unknown_object_is_one_line_before_the_rollout(upstream, trained, tmp_path):
+    """#77: `export --object bogus` exited 0 (or 1 after the rollout); eval refuses it
+    before anything runs, and so does export now."""
+    env = host_env(upstream, REPO / "tests" / "doubles" / "mapush_root")
+    out = tmp_path / "exp"
+    proc = run_mapush(["export", "--run", trained["ppo"], "--object", "bogus", "--out", out],
+                      env, cwd=tmp_path)
+    line = one_error(proc)
+    assert "unknown object 'bogus'" in line and "cuboid" in line, line
+    assert not out.exists()
