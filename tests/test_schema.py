@@ -183,6 +183,8 @@ def test_set_overrides_keys_of_either_trainer_and_the_run_records_them(upstream,
     ("ppo", 'episode_length="200"', "episode_length '200': input should be a valid integer"),
     ("ppo", "gamma=nan", "gamma 'nan': input should be a valid number"),
     ("ppo", "mqe_fast_step=\"no\"", "mqe_fast_step 'no': input should be a valid boolean"),
+    ("ppo", 'use_linear_lr_decay="yes"', "use_linear_lr_decay 'yes': input should be a valid "
+                                         "boolean"),
     ("happo", "seed.seed=5", "sets seed.seed, which mapush decides from --seed"),
     ("happo", "train.num_env_steps=5", "sets train.num_env_steps, which mapush decides from "
                                        "--steps"),
