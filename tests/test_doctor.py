@@ -285,3 +285,15 @@ def test_doctor_video_checks_rendering(healthy, monkeypatch, tmp_path, gpu, wher
     if status == WARN:
         assert "workstation GPU" in check.fix  # the way out
     assert "rendering" not in checks_for(facts(name=gpu, cap=(8, 9)))  # only with --video
+
+
+@pytest.mark.parametrize("text", ["not json", '{"devices": 3}', "[1, 2]"])
+def test_a_broken_fake_gpu_file_is_one_line(tmp_path, text):
+    """#77 (last round's 8): a MAPUSH_FAKE_GPU file that is no GPU facts was a traceback."""
+    fake = tmp_path / "gpu.json"
+    fake.write_text(text)
+    proc = run_mapush(["doctor", "--num-envs", "8"], env=double_env(MAPUSH_FAKE_GPU=fake),
+                      timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[-1].startswith("error: MAPUSH_FAKE_GPU=%s: not a GPU facts file" % fake)

@@ -7,6 +7,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from mapush.common.files import read_regular
+from mapush.errors import UsageError
+
 FAKE_ENV = "MAPUSH_FAKE_GPU"
 
 _TORCH_PROBE = r"""
@@ -154,8 +157,11 @@ def gather(timeout: float = 120.0) -> GpuFacts:
     """The GPU facts of this machine (or of ``$MAPUSH_FAKE_GPU``)."""
     fake = os.environ.get(FAKE_ENV)
     if fake:
-        with open(fake) as fh:
-            facts = GpuFacts.from_dict(json.load(fh))
+        try:
+            facts = GpuFacts.from_dict(json.loads(read_regular(fake)))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise UsageError("%s=%s: not a GPU facts file (%s): fix it, or unset %s"
+                             % (FAKE_ENV, fake, exc, FAKE_ENV))
         facts.source = "fake:%s" % fake
         return facts
     rows, smi_error = nvidia_smi_query()
