@@ -66,9 +66,16 @@ class EpisodeRecorder(object):
             return None
         self._writer.close()
         self._writer = None
-        final = self.folder / ("%s-ep%d-%s.mp4" % (self.prefix, len(self.done) + 1,
-                                                   "success" if success else "fail"))
-        os.replace(str(self._tmp), str(final))
+        stem = "%s-ep%d-%s" % (self.prefix, len(self.done) + 1, "success" if success else "fail")
+        final, n = self.folder / (stem + ".mp4"), 1
+        while True:  # a link never replaces a file of that name: a user's is kept (#77)
+            try:
+                os.link(str(self._tmp), str(final))
+                break
+            except FileExistsError:
+                n += 1
+                final = self.folder / ("%s-%d.mp4" % (stem, n))
+        os.unlink(str(self._tmp))
         self.done.append(final)
         self.frames = 0
         return final

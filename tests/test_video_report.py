@@ -144,6 +144,29 @@ def test_frames_are_streamed_never_held():
         assert path.name == "ck-ep1-fail.mp4" and path.stat().st_size > 0
 
 
+def test_a_film_never_replaces_a_file_of_its_name(tmp_path):
+    """#77: eval --video --out overwrote a user's file of the same name; the film takes the
+    next free name instead, and the user's file is kept."""
+    import numpy as np
+
+    from mapush.video import EpisodeRecorder
+
+    (tmp_path / "ck-ep1-fail.mp4").write_text("my own film")
+    (tmp_path / "ck-ep1-fail-2.mp4").write_text("my second")
+
+    class Camera(object):
+        video_frames = [np.zeros((48, 64, 3), dtype=np.uint8) for _ in range(5)]
+
+    recorder = EpisodeRecorder(tmp_path, "ck", episodes=1, fps=50)
+    recorder.drain(Camera())
+    path = recorder.end_episode(success=False)
+    assert path.name == "ck-ep1-fail-3.mp4" and path.stat().st_size > 0
+    assert (tmp_path / "ck-ep1-fail.mp4").read_text() == "my own film"
+    assert (tmp_path / "ck-ep1-fail-2.mp4").read_text() == "my second"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ck-ep1-fail-2.mp4", "ck-ep1-fail-3.mp4", "ck-ep1-fail.mp4"]  # no .tmp- left
+
+
 def test_a_stop_mid_film_leaves_no_file(tmp_path, capsys):
     """A training film cut by a stop (the adapter's close) leaves nothing in videos/, and a
     run that completed no film says so in one line (#51 item 4)."""
