@@ -31,22 +31,23 @@ fi
 # the container user Make gives the image (make help prints them)
 read -r uid gid < <(make -s help | sed -n 's/.*HOST_UID=\([0-9]*\) HOST_GID=\([0-9]*\).*/\1 \2/p')
 run=runs/image-check/$(date +%Y%m%d-%H%M%S)
-mkdir -p runs/image-check
+mkdir -p runs/image-check  # the container's user writes its runs here: theirs, as runs/ is
+[ "$(id -u)" != 0 ] || chown "$uid:$gid" runs/image-check
 printf 'episode_length: 20\nppo_epoch: 1\n' >runs/image-check/ppo.yaml
 cpu="--sim-device cpu --rl-device cpu"
 common=(DOCKER=docker IMAGE="$tag" HOST_GPU_CHECK=0)
 
 make train "${common[@]}" NUM_ENVS=8 STEPS=480 RUN_DIR="$run" \
-    EXTRA="$cpu --config runs/image-check/ppo.yaml --checkpoint-interval 1"
+    EXTRA="$cpu --config runs/image-check/ppo.yaml"
 [ -f "$run/config.json" ] || fail "make train wrote no $run/config.json"
 make eval "${common[@]}" RUN="$run" EXTRA="$cpu --num-envs 8"
 [ -s "$run/eval.jsonl" ] || fail "make eval wrote no $run/eval.jsonl"
-make report RUN="$run"
-[ -s "$run/report/index.html" ] || fail "make report wrote no $run/report/index.html"
-
+# what the containers wrote belongs to the host user (make report, next, runs on the host)
 bad=$(find "$run" \( ! -uid "$uid" -o ! -gid "$gid" \) -print | head -n 5)
 [ -z "$bad" ] || fail "files of $run do not belong to $uid:$gid (HOST_UID:HOST_GID): $bad"
 echo "image-check: every file of $run belongs to $uid:$gid"
+make report RUN="$run"
+[ -s "$run/report/index.html" ] || fail "make report wrote no $run/report/index.html"
 
 make tensorboard TENSORBOARD_BASE_IMAGE="$tb_base" TENSORBOARD_PORT="$port"
 trap 'make tensorboard-stop TENSORBOARD_PORT=$port >/dev/null 2>&1 || true' EXIT
