@@ -24,6 +24,8 @@ have=$(docker image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
 if [ "$have" != "sha256:$want" ]; then
     start=$(date +%s)
     podman save --format docker-archive "$tag" | docker load -q
+    docker tag "localhost/$tag" "$tag"  # podman names its local images localhost/...
+    docker rmi "localhost/$tag" >/dev/null
     echo "image-check: $tag loaded into Docker in $(( $(date +%s) - start ))s"
 fi
 [ "$(docker run --rm --entrypoint id "$tag" -u)" != 0 ] || fail "the image's user is root"
