@@ -1,6 +1,8 @@
 """The high level's RRT planning, through the patched wrapper's own code on MAPush's real
-files (``MAPUSH_SRC``): 500 envs planned on one CPU core in at most 5 s, every path from
-start to goal and clear of the obstacles, the figures of the first envs written.
+files (``MAPUSH_SRC``): 500 envs planned on one CPU core, every path from start to goal and
+clear of the obstacles, the figures of the first envs written. The time is a hang guard
+(HANG_S, over 5x the slowest CI has seen, 10.1 s on a loaded machine), not a claim: a wall
+time in a test turns a busy laptop's run red (#80).
 
 The layouts are drawn as upstream's first reset draws them: the box near (1.5, 0)
 (go1_push_upper_config.py:241-244), two obstacles uniform in [3, 14] x [-7.5, 7.5]
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 WRAPPER = "mqe/envs/wrappers/go1_push_upper_wrapper.py"
 RRT = "mqe/envs/wrappers/utils/rrt.py"
 ENVS = 500
-BUDGET_S = 5.0
+HANG_S = 60.0
 # rrt.plan's parameters in the wrapper (go1_push_upper_wrapper.py:209-214): steps of 0.75,
 # a node is kept only farther than COLLISION_THERESHOLD + 0.8 from every obstacle
 # (rrt.py:41), the goal counts as reached within 1.5 (rrt.py:51).
@@ -83,23 +85,16 @@ def one_core():
         os.sched_setaffinity(0, cpus)
 
 
-def test_500_envs_are_planned_on_one_core_within_5_s_each_path_valid(planner, tmp_path):
+def test_500_envs_are_planned_on_one_core_each_path_valid(planner, tmp_path):
     start, goal, obstacles = layouts(ENVS)
     with one_core():
-        for attempt in range(5):  # the best of five, a second apart: a busy machine's noise
-            # (CI's VM once took 7.3 s in each of three attempts in a row; 3.4 s alone), not
-            # the planner's
-            if attempt:
-                time.sleep(1.0)
-            trajectory = torch.zeros(ENVS, 26)
-            figures = tmp_path / ("figures%d" % attempt)
-            torch.manual_seed(0)
-            began = time.perf_counter()
-            paths, stats = planner(start, goal, obstacles, trajectory, str(figures), 8)
-            elapsed = time.perf_counter() - began
-            if elapsed <= BUDGET_S:
-                break
-    assert elapsed <= BUDGET_S, "planning %d envs took %.1f s on one core" % (ENVS, elapsed)
+        trajectory = torch.zeros(ENVS, 26)
+        figures = tmp_path / "figures0"
+        torch.manual_seed(0)
+        began = time.perf_counter()
+        paths, stats = planner(start, goal, obstacles, trajectory, str(figures), 8)
+        elapsed = time.perf_counter() - began
+    assert elapsed <= HANG_S, "planning %d envs took %.1f s on one core: hung?" % (ENVS, elapsed)
     assert stats["envs"] == ENVS and stats["failed"] == 0 and stats["planned"] == ENVS
     assert len(paths) == ENVS
     for i, path in enumerate(paths):
