@@ -4,8 +4,9 @@
 #   2. `mapush smoke` runs its stages on the CPU;
 #   3. the stack's tests (CI's make test-stack set, real_mqe included) run on the image's own
 #      Python, torch, lock, patched OpenRL/HARL/MAPush and installed `mapush`, as the image's
-#      user. The checkout's tests/ and files are copied into the container without mapush/,
-#      so `import mapush` is the image's. Test-only additions, never in the image: MAPush at
+#      user. The checkout's tests/ and files are copied into the container without
+#      mapush/'s Python files (its YAML stays, which benchmarks/ reads), so `import mapush`
+#      is the image's. Test-only additions, never in the image: MAPush at
 #      the pin (MAPUSH_SRC, read-only), pristine OpenRL (make venv's), the harl-aht wheel,
 #      and coverage.py (for MQE's coverage figure), all mounted.
 # usage: ci/rehearsal/in-image.sh IMAGE       (env: IMAGE_CHECK_PYTEST, MAPUSH_SRC)
@@ -59,7 +60,7 @@ podman run --rm --init -v "$PWD:/src:ro" -v "$src:/mapush-src:ro" -v "$pristine:
     --entrypoint bash "$tag" -c '
 set -euo pipefail
 mkdir -p /tmp/src/.venv
-tar -C /src --exclude=./.venv --exclude=./build --exclude=./runs --exclude=./mapush \
+tar -C /src --exclude=./.venv --exclude=./build --exclude=./runs --exclude="./mapush/*.py" \
     --exclude=./.git --exclude=./vendor -cf - . | tar -C /tmp/src -xf -
 cp -r /src/.venv/wheels /tmp/src/.venv/wheels
 cd /tmp/src

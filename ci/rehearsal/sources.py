@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "tests" / "standin"))
 from prepare_tree import prepare  # noqa: E402
 from tests.upstream import extract_harl_from, pins  # noqa: E402
 
+STAMP = 946684800  # 2000-01-01T00:00:00Z
 HARL_SETUP = '''"""HARL at the pin from the harl-aht wheel (make image-check's sources; not HARL's file)."""
 from setuptools import find_packages, setup
 
@@ -60,6 +61,11 @@ def main(argv):
         for name in files:
             path = os.path.join(folder, name)
             os.chmod(path, os.stat(path).st_mode | 0o444)
+    # one time stamp for all: podman's cache of a COPY reads the files' times too, so the
+    # same trees made again (each run, each clone) keep the layers built on them
+    for folder, dirs, files in os.walk(str(dest)):
+        for name in files + dirs + ["."]:
+            os.utime(os.path.join(folder, name), (STAMP, STAMP), follow_symlinks=False)
     print("rehearsal: sources in %s (MAPush from %s, HARL from %s)" % (dest, src, wheel.name))
     return 0
 
