@@ -474,8 +474,8 @@ tensorboard-stop: ## stop the TensorBoard service
 # The rehearsal build (docs/image-check.md): docker/Dockerfile as committed, with podman, on a
 # machine without a GPU, a CUDA base, PyTorch's index or GitHub; then the image run.
 .PHONY: image-check
-image-check: $(VENV)/.stamp ## build docker/Dockerfile here with podman (REHEARSAL_* pins) and run the stack's tests, a training run, eval, report and TensorBoard in it
-	bash ci/image-check.sh all
+image-check: $(VENV)/.stamp ## build docker/Dockerfile here with podman (REHEARSAL_* pins) and run the stack's tests, a training run, eval, report and TensorBoard in it (MAPUSH_SRC)
+	$(WITH_MAPUSH_SRC) bash ci/image-check.sh all
 
 .PHONY: test-image
 test-image: $(VENV)/.stamp ## check the invariants of the built image IMAGE (tests/image)

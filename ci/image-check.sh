@@ -7,7 +7,8 @@
 # (the REHEARSAL_* pins of env/pins.env), listed in docs/image-check.md.
 #
 # usage: ci/image-check.sh [all|build|test|train]      (all: the three in order)
-# Env: IMAGE_CHECK_TAG (mapush-env:rehearsal), MAPUSH_SRC or MAPUSH_SHARED (the snapshot),
+# Env: IMAGE_CHECK_TAG (mapush-env:rehearsal), MAPUSH_SRC (MAPush at the pin) or
+#      MAPUSH_SHARED (a folder with its snapshot, mapush-*.tar.gz and its SHA256SUMS),
 #      PYTHON38, VENV (.venv: make venv's harl-aht wheel and pristine OpenRL),
 #      IMAGE_CHECK_PYTEST (the stack tests' pytest arguments), IMAGE_CHECK_DISK_GB (25).
 # Times go to build/rehearsal/times.txt; a missing prerequisite is one `error:` line each,
@@ -47,12 +48,10 @@ sys.exit(sys.version_info[:2] != (3, 8) or not sysconfig.get_config_var("Py_ENAB
     problems+=("PYTHON38='$python38' is not a shared-library Python 3.8 (Isaac Gym links libpython3.8.so): pyenv install 3.8 with PYTHON_CONFIGURE_OPTS=--enable-shared, then PYTHON38=/path/to/python3.8")
 fi
 [ -f "$harl_wheel" ] || problems+=("$harl_wheel is missing (HARL's files at the pin): run make venv")
-snapshot=""
-for shared in ${MAPUSH_SHARED:-} ../shared/upstream /work/shared/upstream; do
-    if compgen -G "$shared/mapush-*.tar.gz" >/dev/null; then snapshot=$shared; break; fi
-done
-[ -n "$snapshot" ] || [ -n "${MAPUSH_SRC:-}" ] ||
-    problems+=("no MAPush snapshot (../shared/upstream/mapush-*.tar.gz) and no MAPUSH_SRC: set MAPUSH_SRC to MAPush at $(pin MAPUSH_COMMIT)")
+snapshot=${MAPUSH_SHARED:-}
+if [ -z "${MAPUSH_SRC:-}" ] && ! compgen -G "$snapshot/mapush-*.tar.gz" >/dev/null; then
+    problems+=("no MAPush tree: set MAPUSH_SRC to MAPush at $(pin MAPUSH_COMMIT) (or MAPUSH_SHARED to a folder with its mapush-*.tar.gz and SHA256SUMS)")
+fi
 if command -v podman >/dev/null; then
     graph=$(podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers)
     while [ ! -d "$graph" ]; do graph=$(dirname "$graph"); done

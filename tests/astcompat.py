@@ -6,12 +6,15 @@ the node is handed, as ``ast.dump`` text, to the test venv's newer Python to unp
 linters of ``make test`` are taken from that venv too.
 """
 import ast
+import os
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 
 from tests.upstream import REPO
 
-_DEV_PYTHON = REPO / ".venv" / "bin" / "python"
+# MAPUSH_DEV_PYTHON: that Python where the venv is not (inside the image: make image-check)
+_DEV_PYTHON = Path(os.environ.get("MAPUSH_DEV_PYTHON") or REPO / ".venv" / "bin" / "python")
 _UNPARSE = ("import ast, sys\n"
             "node = ast.fix_missing_locations(eval(sys.stdin.read(), dict(vars(ast))))\n"
             "print(ast.unparse(node), end='')")

@@ -8,7 +8,8 @@
 #      mapush/'s Python files (its YAML stays, which benchmarks/ reads), so `import mapush`
 #      is the image's. Test-only additions, never in the image: MAPush at
 #      the pin (MAPUSH_SRC, read-only), pristine OpenRL (make venv's), the harl-aht wheel,
-#      and coverage.py (for MQE's coverage figure), all mounted.
+#      coverage.py (for MQE's coverage figure), and the test venv's Python (tests/astcompat.py),
+#      all mounted.
 # usage: ci/rehearsal/in-image.sh IMAGE       (env: IMAGE_CHECK_PYTEST, MAPUSH_SRC)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +21,10 @@ src=${MAPUSH_SRC:-$PWD/$out/upstream/MAPush}
 [ -d "$src/mqe" ] || { echo "error: MAPUSH_SRC='$src' is no MAPush tree: run ci/image-check.sh build first" >&2; exit 2; }
 pristine=$("$venv/bin/python" -c 'import importlib.util, os
 print(os.path.dirname(importlib.util.find_spec("openrl").origin))')
+# the test venv's newer Python, for the tests that unparse upstream's source (tests/astcompat.py:
+# Python 3.8 has no ast.unparse); a pyenv build, so it runs from another folder with its lib/
+dev=$(readlink -f "$venv/bin/python")
+dev_prefix=$(dirname "$(dirname "$dev")")
 uid=$(podman image inspect --format '{{.Config.User}}' "$tag")
 
 # 1. doctor: one line for the stand-in, one for the GPU
@@ -45,16 +50,13 @@ if [ ! -f "$deps/.stamp" ]; then
 fi
 coverage=$out/coverage
 rm -rf "$coverage" && mkdir -p "$coverage" && chmod 0777 "$coverage"
-stack_files=(tests/test_published_strict.py tests/test_harl_train.py tests/test_openrl_train.py
-    tests/test_patches_harl.py tests/test_patches_openrl.py tests/test_harl_gpu_rollout.py
-    tests/test_upstream_contract.py tests/test_rrt.py tests/test_unpickle.py
-    tests/test_openrl_host_path.py tests/test_openrl_device_rollout.py
-    tests/test_openrl_act_graph.py tests/test_openrl_ranks.py tests/test_harl_ranks.py)
+mapfile -t stack_files < ci/stack-files.txt  # .ci/run's make test leaves them to the image
 args=${IMAGE_CHECK_PYTEST:-"--durations=30 -m 'not docker' $(echo tests/test_real_mqe_*.py) ${stack_files[*]}"}
 echo "image-check: the stack's tests in $tag as uid $uid: pytest $args"
 # shellcheck disable=SC2016  # expanded in the container
 podman run --rm --init -v "$PWD:/src:ro" -v "$src:/mapush-src:ro" -v "$pristine:/pristine/openrl:ro" \
-    -v "$PWD/$deps:/testdeps:ro" -v "$PWD/$coverage:/coverage" \
+    -v "$PWD/$deps:/testdeps:ro" -v "$PWD/$coverage:/coverage" -v "$dev_prefix:/devpython:ro" \
+    -e MAPUSH_DEV_PYTHON="/devpython/bin/$(basename "$dev")" -e LD_LIBRARY_PATH=/devpython/lib \
     -e MAPUSH_SRC=/mapush-src -e MAPUSH_PRISTINE_OPENRL=/pristine/openrl -e MAPUSH_STACK=cu116 \
     -e MAPUSH_MQE_COVERAGE=/coverage -e PYTHONPATH=/testdeps -e ARGS="$args" \
     --entrypoint bash "$tag" -c '
