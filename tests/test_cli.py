@@ -229,7 +229,9 @@ def test_report_of_an_authors_results_folder_draws_their_curves_under_our_names(
     out = tmp_path / "demo" / "report"
     proc = run_mapush(["report", run, "--out", out], env=double_env(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(p.name for p in out.iterdir()) == ["index.html", "losses.png", "rewards.png"]
+    # the page, its figures, and the manifest of what mapush report wrote (#77)
+    assert sorted(p.name for p in out.iterdir()) == [".mapush-out.json", "index.html",
+                                                     "losses.png", "rewards.png"]
     page = (out / "index.html").read_text()  # the panels of reward/ and train/ tags only
     assert "rewards.png" in page and "losses.png" in page
     assert not (run / "report").exists()

@@ -47,8 +47,8 @@ TIMEOUTS = {"doctor": 45, "env": 75, "step": 90, "train_ppo": 140, "train_happo"
 # Seconds a process group gets between SIGTERM and SIGKILL when a stage is cut short, and a
 # child's leftover processes get to finish after the child itself exited.
 # On the CPU (mapush smoke --sim-device cpu: make image-check, a machine without a GPU) each
-# limit is this many times longer: the limits are hang guards sized on a GPU, and the eval
-# stage's whole episode took over 80 s on CI's 2 cores.
+# of the stages' TIMEOUTS is this many times longer: they are hang guards sized on a GPU, and
+# the eval stage's whole episode took over 80 s on CI's 2 cores. Other limits stay.
 CPU_TIMEOUT_FACTOR = 5
 KILL_GRACE_S = 5.0
 LEFTOVER_GRACE_S = 2.0
@@ -219,7 +219,8 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
         return
     for item in items:
         marker = item.get_closest_marker("timeout")
-        if marker is not None and marker.args:
+        if marker is not None and marker.args and \
+                TIMEOUTS.get(item.name[len("test_"):]) == marker.args[0]:
             item.add_marker(pytest.mark.timeout(marker.args[0] * CPU_TIMEOUT_FACTOR),
                             append=False)
 
