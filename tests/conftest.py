@@ -116,8 +116,11 @@ def real_env(real, **extra):
     measured = real.get("coverage")
     if measured and str(real["tree"]) == measured["tree"]:  # the shipped tree only
         env["COVERAGE_PROCESS_START"] = measured["rc"]
+        import coverage  # where this process found it (in the image: a mounted folder)
+
         env["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests" / "coverage_hook"),
-                                             env["PYTHONPATH"]])
+                                             env["PYTHONPATH"],
+                                             os.path.dirname(os.path.dirname(coverage.__file__))])
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
