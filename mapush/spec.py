@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Type, TypeVar
 
 import yaml
 
+from mapush.common.files import read_regular
 from mapush.errors import UsageError
 
 MID, UPPER = "go1push_mid", "go1push_upper"
@@ -187,8 +188,6 @@ def config_label(config: Any) -> str:
 def user_yaml(path: Any, what: str = "--config") -> Any:
     """A YAML file the user named, read as data only: a missing file, one that is not a
     regular file, not YAML, or YAML with a python tag is one UsageError naming it."""
-    from mapush.common.files import read_regular
-
     try:
         return yaml.safe_load(read_regular(path))
     except (OSError, ValueError) as exc:

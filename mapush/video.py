@@ -68,14 +68,14 @@ class EpisodeRecorder(object):
         self._writer = None
         stem = "%s-ep%d-%s" % (self.prefix, len(self.done) + 1, "success" if success else "fail")
         final, n = self.folder / (stem + ".mp4"), 1
-        while True:  # a link never replaces a file of that name: a user's is kept (#77)
+        while True:  # the name is taken only if free (O_EXCL): a user's file is kept (#77)
             try:
-                os.link(str(self._tmp), str(final))
+                os.close(os.open(str(final), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
                 break
             except FileExistsError:
                 n += 1
                 final = self.folder / ("%s-%d.mp4" % (stem, n))
-        os.unlink(str(self._tmp))
+        os.replace(str(self._tmp), str(final))  # over the placeholder just made, ours
         self.done.append(final)
         self.frames = 0
         return final

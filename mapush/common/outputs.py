@@ -6,7 +6,6 @@ aside first and removed only then (#50). The result lists every file it wrote, w
 sha256, in MANIFEST: a previous result holding a file it does not list, or one changed since,
 is the user's too, and is refused by name, never deleted (#77)."""
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -16,6 +15,7 @@ from typing import Callable, Dict, Iterator, Optional
 
 from mapush.common.atomic import writable, write_json
 from mapush.common.files import read_regular
+from mapush.common.hashing import sha256
 from mapush.errors import UsageError
 
 MANIFEST = ".mapush-out.json"
@@ -34,8 +34,7 @@ def _files(folder: Path) -> Dict[str, str]:
             if os.path.islink(path) or not os.path.isfile(path):
                 found[rel] = "not a file: " + os.path.realpath(path)
                 continue
-            with open(path, "rb") as handle:
-                found[rel] = hashlib.sha256(handle.read()).hexdigest()
+            found[rel] = sha256(path)
     return found
 
 

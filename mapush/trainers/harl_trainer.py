@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
-
 from mapush import schema
 from mapush.errors import UsageError
 from mapush.common import phases
