@@ -226,3 +226,72 @@ def test_resume_refuses_a_payload_put_in_the_runs_checkpoint(upstream, tmp_path)
     assert "refused to load it: it asks for posix.system" in out.stderr
     assert not marker.exists()
     assert latest_checkpoint(run_dir)[0] == step  # nothing trained on
+
+
+class _Storage(object):
+    """Pickled by :func:`forged_file` as a storage that declares ``numel`` floats."""
+
+
+def forged_file(path, numel, legacy):
+    """A checkpoint of a few hundred bytes whose one storage declares ``numel`` floats,
+    written as torch's legacy stream or as its zip (torch/serialization.py: ``_save``,
+    ``_legacy_save``), by hand: torch.save writes only what a tensor holds."""
+    import io
+    import struct
+    import zipfile
+    from torch.serialization import MAGIC_NUMBER, PROTOCOL_VERSION
+    mark = _Storage()
+    pid = ("storage", torch.FloatStorage, "0", "cpu", numel) + ((None,) if legacy else ())
+
+    class Forger(pickle.Pickler):
+        def persistent_id(self, obj):
+            return pid if obj is mark else None
+
+    objects = io.BytesIO()
+    Forger(objects, protocol=2).dump({"x": mark})
+    out = io.BytesIO()
+    if legacy:
+        for header in (MAGIC_NUMBER, PROTOCOL_VERSION,
+                       {"protocol_version": PROTOCOL_VERSION, "little_endian": True,
+                        "type_sizes": {"short": 2, "int": 4, "long": 4}}):
+            pickle.dump(header, out, protocol=2)
+        out.write(objects.getvalue())
+        pickle.dump(["0"], out, protocol=2)
+        out.write(struct.pack("<q", 2) + b"\0" * 8)
+    else:
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+            archive.writestr("archive/data.pkl", objects.getvalue())
+            archive.writestr("archive/data/0", b"\0" * 8)
+            archive.writestr("archive/version", "3\n")
+    path.write_bytes(out.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_the_loaders_memory_is_bounded_by_the_files_size(tmp_path, legacy):
+    """A file of a few hundred bytes that declares 4 TB of tensors is refused before any torch
+    call; one that declares what it holds loads. Control: torch's own loader of the legacy
+    format tries to allocate all of it (the zip's record-size check is torch's, on 2.x)."""
+    huge = forged_file(tmp_path / "huge.pt", 1 << 40, legacy)
+    assert huge.stat().st_size < 1000
+    with pytest.raises(UsageError, match="declares 4398046511104 bytes of tensors in a file"):
+        unpickle.load(huge, "cpu", "--checkpoint")
+    fair = forged_file(tmp_path / "fair.pt", 2, legacy)
+    assert unpickle.load(fair, "cpu", "--checkpoint")["x"].size() == 2
+    if legacy:
+        with pytest.raises((RuntimeError, MemoryError), match="allocate"):
+            torch.load(str(huge), pickle_module=pickle, **(
+                {"weights_only": False} if int(torch.__version__[0]) >= 2 else {}))
+
+
+def test_a_compressed_archive_is_refused(tmp_path):
+    """torch.save writes stored records only; a deflated one could unpack beyond the file."""
+    import zipfile
+    plain = forged_file(tmp_path / "plain.pt", 2, legacy=False)
+    packed = tmp_path / "packed.pt"
+    with zipfile.ZipFile(str(plain)) as src, \
+            zipfile.ZipFile(str(packed), "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    with pytest.raises(UsageError, match="compressed records"):
+        unpickle.load(packed, "cpu", "--checkpoint")

@@ -65,6 +65,74 @@ def is_torchscript(data: bytes) -> bool:
     return any(n == "constants.pkl" or n.startswith("code/") for n in names)
 
 
+# Bytes per element of the storages torch pickles by name (torch/storage.py).
+_ELEMENT = {"Untyped": 1, "Byte": 1, "Char": 1, "Bool": 1, "QUInt8": 1, "QInt8": 1,
+            "Short": 2, "Half": 2, "BFloat16": 2, "Int": 4, "Float": 4, "QInt32": 4,
+            "Long": 8, "Double": 8, "ComplexFloat": 8, "ComplexDouble": 16}
+
+
+class _Dry:
+    """What every allowed name stands for in :func:`declared_bytes`: built, filled and
+    called at will, holding nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_Dry":
+        return _Dry()
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def append(self, value: Any) -> None:
+        pass
+
+    def extend(self, values: Any) -> None:
+        pass
+
+
+def declared_bytes(data: bytes) -> int:
+    """The bytes of tensor storage a checkpoint's pickle declares, found by unpickling it dry
+    (every allowed name a :class:`_Dry`, nothing of torch's called): torch allocates what a
+    legacy file declares before reading it, so a file of 300 bytes could ask for terabytes
+    (torch/serialization.py: ``_legacy_load``'s ``persistent_load``)."""
+    sizes = {}  # type: Dict[Any, int]
+
+    class Dry(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            if module == "torch" and name[:-len("Storage")] in _ELEMENT:
+                return type(name, (_Dry,), {})
+            if not allowed(module, name):
+                raise Refused("%s.%s" % (module, name))
+            return _Dry
+
+        def persistent_load(self, pid: Any) -> Any:
+            if isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage":
+                element = _ELEMENT.get(getattr(pid[1], "__name__", "")[:-len("Storage")], 1)
+                sizes[pid[2]] = int(pid[4]) * element
+            return _Dry()
+
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        records = [i for i in archive.infolist() if i.filename.endswith("/data.pkl")]
+        if any(i.compress_type != zipfile.ZIP_STORED for i in archive.infolist()):
+            raise Refused("compressed records, which torch.save never writes")
+        streams = [io.BytesIO(archive.read(i)) for i in records]  # type: Any
+    else:
+        streams = [io.BytesIO(data)] * 4  # magic, protocol, sys_info, then the objects
+    try:
+        for stream in streams:
+            Dry(stream, encoding="latin1").load()
+    except Refused:
+        raise
+    except Exception:  # not a pickle we can read: torch's own reader says what is wrong
+        pass
+    return sum(sizes.values())
+
+
 def load(path: Any, device: Any, what: str, stand_in: Any = None) -> Any:
     """``torch.load`` of a file the user named, through the allowlist, on torch 1.x and 2.x
     alike; a refused name is one UsageError naming it. The file is read once (a regular
@@ -77,6 +145,14 @@ def load(path: Any, device: Any, what: str, stand_in: Any = None) -> Any:
         raise UsageError("%s %s: refused to load it: a TorchScript file, not a checkpoint "
                          "(loading one runs its code; docs/cli.md, \"What a checkpoint may "
                          "hold\")" % (what, Path(str(path))))
+    try:
+        declared = declared_bytes(data)
+    except Refused as exc:
+        raise UsageError(refusal(what, path, exc))
+    if declared > len(data):
+        raise UsageError("%s %s: refused to load it: it declares %d bytes of tensors in a "
+                         "file of %d bytes (a damaged or forged checkpoint; save it again)"
+                         % (what, Path(str(path)), declared, len(data)))
     import torch
 
     module = pickle_module(stand_in)
