@@ -1,13 +1,15 @@
 """The one module that imports ``isaacgym`` and ``mqe``. (docs/architecture.md, "Modules")."""
 import argparse
+import difflib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from mapush.diagnostics.physx_budget import TaskBodies, for_sim
 from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
@@ -153,12 +155,50 @@ def apply_task_sets(cfg: type, sets: Dict[str, Any]) -> None:
             node = getattr(node, part, None)
         old = getattr(node, parts[-1], None) if inspect.isclass(node) else None
         if not inspect.isclass(node) or not hasattr(node, parts[-1]) or callable(old):
-            raise UsageError("--set task.%s: MQE's task config has no such setting; mapush "
-                             "train --print-config shows them all" % key)
-        if old is not None and _kind(old) != _kind(value):
-            raise UsageError("--set task.%s=%s: that setting is a %s, not a %s"
-                             % (key, json.dumps(value), _kind(old).__name__, _kind(value).__name__))
+            near = difflib.get_close_matches(key, list(_setting_keys(cfg)), 1, 0.6)
+            raise UsageError("--set task.%s: MQE's task config has no such setting%s; mapush "
+                             "train --print-config shows them all"
+                             % (key, " (nearest: task.%s)" % near[0] if near else ""))
+        _check_like(key, old, value)
         setattr(node, parts[-1], value)
+
+
+def _setting_keys(node: type, prefix: str = "") -> Iterator[str]:
+    for name in dir(node):
+        value = getattr(node, name)
+        if inspect.isclass(value) and not name.startswith("__"):
+            yield from _setting_keys(value, prefix + name + ".")
+        elif not name.startswith("_") and not callable(value):
+            yield prefix + name
+
+
+def _check_like(key: str, old: Any, value: Any) -> None:
+    """VALUE of the kind, finiteness and sign of MQE's default OLD (list items each): a
+    positive setting stays positive, a negative one negative; a reward scale may be 0 (off)."""
+    shown = json.dumps(value, default=str)[:60]
+    if isinstance(old, (list, tuple)) and isinstance(value, (list, tuple)) and old:
+        if len(value) != len(old):
+            raise UsageError("--set task.%s=%s: that setting holds %d values, not %d"
+                             % (key, shown, len(old), len(value)))
+        for before, after in zip(old, value):
+            _check_like(key, before, after)
+        return
+    if old is not None and _kind(old) != _kind(value):
+        raise UsageError("--set task.%s=%s: that setting is a %s, not a %s"
+                         % (key, shown, _kind(old).__name__, _kind(value).__name__))
+    if _kind(old) is not float:
+        return
+    off = key.startswith("rewards.scales.")  # 0 turns a reward term off
+    need = "a finite number" + ("" if not old else " %s 0" % (">" if old > 0 else "<")) + \
+        (" or 0" if off and old else "")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int of 100,000 digits (Python 3.8 reads it)
+        finite = False
+    if not finite or (old > 0 and not (value > 0 or off and value == 0)) or \
+            (old < 0 and not (value < 0 or off and value == 0)):
+        raise UsageError("--set task.%s=%s: that setting must be %s (MQE's default: %s)"
+                         % (key, shown, need, old))
 
 
 def object_custom_cfg(spec: RunSpec, obj_cfg: Optional[type], args: argparse.Namespace,

@@ -209,10 +209,10 @@ def set_value(item: str) -> Any:
     except ValueError:
         try:
             return yaml.safe_load(text) if text.strip() else text
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int of >4300 digits
             raise UsageError("--set %r: its value is neither JSON nor YAML (%s); quote a "
                              "string, e.g. --set 'key=[1, 2]'" % (
-                                 item, " ".join(str(exc).split())[:120]))
+                                 item[:80], " ".join(str(exc).split())[:120]))
 
 
 def task_sets(sets: List[str]) -> Optional[Dict[str, Any]]:

@@ -57,7 +57,14 @@ def test_print_config_shows_what_the_sets_change_and_starts_nothing(real_mqe, tm
 
 
 @pytest.mark.parametrize("item, says", [
-    ("task.env.episode_lenght_s=7", "MQE's task config has no such setting; mapush train --print-config"),
+    ("task.env.episode_lenght_s=7", "no such setting (nearest: task.env.episode_length_s); mapush train --print-config"),
+    # #77: values of MQE's kind but not its sign or finiteness
+    ("task.sim.dt=0", "must be a finite number > 0 (MQE's default: 0.005)"),
+    ("task.env.episode_length_s=-5", "must be a finite number > 0"),
+    ("task.env.episode_length_s=.inf", "must be a finite number > 0"),
+    ("task.env.episode_length_s=.nan", "must be a finite number > 0"),
+    ("task.env.episode_length_s=" + "9" * 100000, "episode_length_s"),
+    ("task.rewards.scales.push_reward_scale=-1", "must be a finite number > 0 or 0"),
     ("task.rewards.scales.push_reward_scale=high", "that setting is a float, not a str"),
     ("task.env.num_envs=3", "--set sets task.env.num_envs, which mapush decides from --num-envs"),
     # #77: MQE torch.jit.load's DIR/body_latest.jit: a user's TorchScript would run
