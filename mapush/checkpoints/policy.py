@@ -52,7 +52,7 @@ def load_module(checkpoint: Any, device: Any, what: str, lenient: bool = False) 
                          "module.pt" % (what, checkpoint, MODULE_FILE))
     refuse_damaged(path.parent, read_meta(path.parent) or {}, what)
     try:
-        module = _lenient_load(path, what) if lenient else unpickle.load(path, device, what)
+        module = lenient_load(path, what) if lenient else unpickle.load(path, device, what)
     except UsageError:
         raise
     except ImportError as exc:
@@ -117,7 +117,7 @@ def _first_linear_in(obj: Any, depth: int = 0) -> Optional[int]:
     return None
 
 
-def _lenient_load(file: Path, what: str) -> Any:
+def lenient_load(file: Path, what: str) -> Any:
     """The allowlist's ``torch.load`` (:mod:`mapush.checkpoints.unpickle`) with stand-ins for
     the allowed classes that cannot be imported here (docs/architecture.md, "Modules")."""
     return unpickle.load(file, "cpu", what, stand_in=_stand_in)
@@ -136,7 +136,7 @@ def input_dim(checkpoint: Any) -> int:
     if not file.is_file():
         raise UsageError("%s: not a checkpoint (no %s, no %s)" % (path, MODULE_FILE, HARL_ACTOR))
     try:
-        module = _lenient_load(file, str(file))
+        module = lenient_load(file, str(file))
     except (UsageError, ModuleNotFoundError):  # no torch here: the CLI's one line says so
         raise
     except Exception as exc:  # noqa: BLE001 - not a pickled module at all

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from mapush import schema, trainers
-from mapush.checkpoints.policy import checkpoint_sha256
+from mapush.checkpoints.policy import checkpoint_sha256, lenient_load
 from mapush.checkpoints.source import OBJECT_CONFIG, RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint, read_meta
 from mapush.common.atomic import DISK_FULL, writable, write_json, write_text
@@ -226,9 +226,11 @@ def print_config(spec: RunSpec) -> int:
 
 def check_spec(spec: RunSpec, record: Optional[Dict[str, Any]]) -> None:
     """Every refusal that needs no simulation, before the run folder exists or changes: the
-    trainer's config (keys, values, steps), a resume with nothing left to train, a
-    read-only folder."""
+    trainer's config (keys, values, steps), a resume with nothing left to train or from a
+    checkpoint the loader refuses, a read-only folder."""
     resume_meta = (read_meta(Path(spec.resume)) or {}) if spec.resume else {}
+    for file in sorted(Path(spec.resume).glob("*.pt")) if spec.resume else ():
+        lenient_load(file, "--resume")  # what the child would refuse, before the record changes
     updates = load_trainer(spec).planned_updates(spec, resume_meta)
     if record is not None and updates <= 0:
         raise UsageError(FIXES["nothing_to_train"] % {
