@@ -5,6 +5,7 @@ import importlib
 import json
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -283,8 +284,18 @@ def _dispatch(args: argparse.Namespace, argv: List[str]) -> int:
     return int(importlib.import_module(OPTIONS[args.command]["module"]).main(args))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, so that its ``finally`` blocks remove what it
+    had not finished (a report's scratch folder, say), as Ctrl-C's KeyboardInterrupt does."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _terminated)  # a command that supervises a child sets its own
     try:
         args = build_parser().parse_args(argv)
         if args.verbose:
@@ -293,9 +304,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        term = isinstance(exc, Terminated)
+        print("error: stopped by %s; what it had not finished was removed"
+              % ("SIGTERM" if term else "SIGINT"), file=sys.stderr)
+        return 143 if term else 130
     except ModuleNotFoundError as exc:  # a host with `pip install .` only: no training stack
         top = (exc.name or "").split(".")[0]
         fix = FIXES["not_on_pypi"].get(top, "pip install '.[train]' ('.[export]' for export)")

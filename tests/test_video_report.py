@@ -413,3 +413,29 @@ def current_umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.faults
+def test_sigterm_while_a_report_is_drawn_leaves_nothing(upstream, run, tmp_path):
+    """#77: SIGTERM (a scheduler's stop, `kill`) while the page is drawn ends the command with
+    one line and status 143, its scratch folder removed: no hidden .partial-* left."""
+    import signal
+    import subprocess
+    import sys
+
+    page = tmp_path / "page"
+    proc = subprocess.Popen([sys.executable, "-m", "mapush", "report", str(run["run"]),
+                             "--out", str(page)], env=double_env(upstream), cwd=str(tmp_path),
+                            stderr=subprocess.PIPE, universal_newlines=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "drawing" in line:  # the scratch folder exists and is being filled
+            break
+    assert [p for p in tmp_path.iterdir() if ".partial-" in p.name], seen
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 143, "".join(seen) + rest
+    errors = [line for line in rest.splitlines() if line.startswith("error:")]
+    assert errors == ["error: stopped by SIGTERM; what it had not finished was removed"], rest
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
