@@ -278,6 +278,8 @@ def test_bad_input_is_one_line_and_writes_nothing(upstream, trained, tmp_path):
         (["--run", trained["ppo"], "--format", "pdf"], "invalid choice: 'pdf'"),
         (["--checkpoint", harl], "without its run's harl_config.json"),
         (["--run", trained["ppo"], "--out", other / "export"], "is inside the run"),
+        # #77: a traceback after the rollout as root, whom access() lets "write" /proc
+        (["--run", trained["ppo"], "--out", "/proc/nope/x"], "--out /proc/nope/x: not writable"),
     ]
     for args, needle in cases:
         proc = run_mapush(["export"] + args, env, cwd=tmp_path)

@@ -3,6 +3,7 @@ old file or the new one, never a torn one."""
 import errno
 import json
 import os
+import tempfile
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Union
@@ -61,7 +62,13 @@ def writable(folder: Path) -> bool:
     probe = Path(folder)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    return probe.is_dir() and os.access(str(probe), os.W_OK)
+    if not probe.is_dir() or not os.access(str(probe), os.W_OK):
+        return False
+    try:  # root passes access() on /proc, say: a folder made and removed is the proof
+        os.rmdir(tempfile.mkdtemp(prefix=".mapush-probe-", dir=str(probe)))
+    except OSError:
+        return False
+    return True
 
 
 def disk_full(exc: BaseException, folder: PathLike, margin: int = 4 << 20) -> bool:
