@@ -76,6 +76,9 @@ class Sweep(object):
         if not _NAME.match(name) or len(name) > 200 or set(name) == {"."}:
             raise UsageError("--name %r: use at most 200 letters, digits, '.', '_' and '-'" % name)
         self.name = name
+        if any(ord(c) < 32 for c in str(args.root)):  # the Slurm cell table is tab-separated
+            raise UsageError("--root %r holds a tab, a newline or another control character; "
+                             "pass a --root without one" % str(args.root))
         self.dir = Path(args.root) / name
         self.path = self.dir / SWEEP_FILE
         self.record = self._load()
@@ -117,12 +120,16 @@ class Sweep(object):
         return {"name": self.name, "grid": self.grid, "created": now(), "cells": cells}
 
     def save(self) -> None:
-        new = not self.dir.exists()
+        new = None  # the first folder of --root/NAME this save makes
+        for folder in [self.dir] + list(self.dir.parents):
+            if folder.exists():
+                break
+            new = folder
         try:
-            write_json(self.path, self.record)  # (its folder made as needed)
+            write_json(self.path, self.record)  # (its folders made as needed)
         except OSError:
-            if new:  # a full disk at the first save leaves no empty sweep behind
-                shutil.rmtree(str(self.dir), ignore_errors=True)
+            if new is not None:  # a full disk at the first save leaves no empty folder behind
+                shutil.rmtree(str(new), ignore_errors=True)
             raise
 
     # -- a cell ---------------------------------------------------------------------------

@@ -155,6 +155,8 @@ def test_the_report_passes_over_a_damaged_eval_file(upstream, swept):
     (["--seeds", "1", "--name", "n" * 201], "use at most 200 letters"),  # #36: OSError
     (["--seeds", "1", "--name", ".."], "use at most 200 letters"),  # #50: out of --root
     (["--seeds", "1", "--name", "theirs"], "exists and is no sweep of mapush sweep"),  # #50
+    # #77: the Slurm cell table is tab-separated: cell.json was written outside the sweep
+    (["--seeds", "1", "--root", "sweeps\tx/y"], "holds a tab, a newline"),
 ])
 def test_bad_input_is_one_line_before_anything_starts(upstream, swept, extra, needle):
     theirs = swept["tmp"] / "sweeps" / "theirs"  # a folder of the user's under --root

@@ -49,7 +49,7 @@ def argv(command, trained, target):
             "report": ["report", run, "--out", target / "report"],
             "sweep": ["sweep", "--objects", "cuboid", "--algo", "ppo", "--seeds", "1",
                       "--steps", 100, "--num-envs", 4, "--config", config, "--root",
-                      target] + CPU}[command]
+                      target / "sweeps"] + CPU}[command]  # #77: a root it makes, none left
 
 
 def env_for(upstream, trained):
