@@ -31,6 +31,8 @@ PYTEST_ARGS ?=
 # make test's pytest workers (pytest-xdist, a test file to a worker): most tests wait on one
 # child process, so one worker per core takes about half the time on two cores; 0: one process
 TEST_WORKERS ?= auto
+# make test's selection (pytest -m): the product suite; make test-real runs the real_mqe rest
+TEST_MARKERS ?= not real_mqe
 
 # Options of `make train` (and eval, doctor, smoke-test). Checked before Docker starts.
 # 200 for the mid level; 500 for TASK=go1push_upper, as upstream trains the high level
@@ -231,6 +233,7 @@ help: ## list the targets and their variables
 	@echo "    PYTHON=$(PYTHON)  any Python 3.10-3.13 (make venv, make test)  VENV=$(VENV)"
 	@echo "    HOST_VENV=$(HOST_VENV)  (make report: mapush on the host)"
 	@echo "    TEST_WORKERS=$(TEST_WORKERS)  make test's pytest-xdist workers, one per core (0: one process)"
+	@echo "    TEST_MARKERS=$(TEST_MARKERS)  make test's pytest -m selection (make test-real: real_mqe)"
 	@echo "    PYTHON38=$(PYTHON38)  (make test-stack)"
 	@echo "    MAPUSH_SRC=$(or $(MAPUSH_SRC),(empty: fetched into build/ for the real-MQE tests, else they skip))  MAPush at the pin (make test, test-stack)"
 	@echo "    TENSORBOARD_PORT=$(TENSORBOARD_PORT)"
@@ -266,8 +269,12 @@ $(VENV)/.stamp: env/requirements-test.txt env/harl-carrier.txt pyproject.toml
 venv: $(VENV)/.stamp ## create the test virtualenv (.venv) from env/requirements-test.txt
 
 .PHONY: test
-test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed)
-	$(WITH_MAPUSH_SRC) $(VENV_PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed; the real-MQE tests are make test-real)
+	$(WITH_MAPUSH_SRC) $(VENV_PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m '$(TEST_MARKERS)' $(PYTEST_ARGS)
+
+.PHONY: test-real
+test-real: $(VENV)/.stamp ## the slow real-MQE tests over the Isaac Gym stand-in (learning, equivalence traces; needs MAPUSH_SRC)
+	$(MAKE) test TEST_MARKERS=real_mqe
 
 # The real-MQE tests (tests/standin) need MAPush at the pin: MAPUSH_SRC, else a tree fetched
 # once into build/ as the image fetches it; without either they skip, saying why.

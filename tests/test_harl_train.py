@@ -317,7 +317,7 @@ def test_hatrpo_stops_on_sigint_with_a_final_checkpoint(upstream, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err[-4000:]
-    assert took < 5.0, "took %.1f s to stop" % took
+    assert took < 60, "took %.1f s to stop: hung?" % took  # a hang guard, not a figure (#80)
     metas = checkpoint_meta(run_dir)
     assert len(metas) == 1
     step = list(metas)[0]

@@ -236,7 +236,7 @@ def test_sigterm_ends_the_run_with_a_final_checkpoint_and_status_0(trained, upst
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
-    assert took < 15, "stopping took %.1f s" % took
+    assert took < 60, "stopping took %.1f s: hung?" % took  # a hang guard (#80)
     steps = checkpoint_steps(run)
     assert steps and steps[-1] > 0 and steps[-1] % PER_UPDATE == 0, steps
     assert "SIGTERM" in err

@@ -102,7 +102,7 @@ def test_sigterm_checkpoints_and_resume_continues(upstream, tmp_path, algo):
                 proc.kill()
     stderr = err_path.read_text()
     assert status == 0, stderr[-3000:]
-    assert took < 10, "stopping took %.1f s" % took
+    assert took < 60, "stopping took %.1f s: hung?" % took  # a hang guard (#80)
     assert "stopped by SIGTERM" in stderr
     step, path, meta = latest_checkpoint(run_dir)
     assert step >= first[0] and step % PER_UPDATE == 0

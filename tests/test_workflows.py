@@ -289,9 +289,9 @@ def _pid_alive(pid):
 # run once, inside the image (ci/rehearsal/in-image.sh): real MQE and the tests whose code
 # depends on the Python and torch that run it
 STACK_FILES = (REPO / "ci" / "stack-files.txt").read_text().split()
-TEST_ARGS = ("test -m not real_mqe --durations=30 "
+TEST_ARGS = ("test [] --durations=30 "  # [TEST_MARKERS]: make test's default
              + " ".join("--ignore=" + f for f in STACK_FILES))
-UPPER_ARGS = "test tests/test_real_mqe_train.py -k upper_trains_with_the_published"
+UPPER_ARGS = "test [real_mqe] tests/test_real_mqe_train.py -k upper_trains_with_the_published"
 # stand-in for ci/image-check.sh: each stage recorded; the build (in the background) fails
 # when IMAGE_CHECK_FAILS says build
 FAKE_IMAGE_CHECK = """#!/usr/bin/env bash
@@ -317,7 +317,7 @@ def test_ci_run_stops_the_daemon_it_started_whatever_the_outcome(tmp_path, outco
     (work / "ci" / "image-check.sh").write_text(FAKE_IMAGE_CHECK)
     venvs = tmp_path / "venvs.txt"
     args = tmp_path / "pytest-args.txt"
-    (work / "Makefile").write_text("test:\n\t@echo 'test $(PYTEST_ARGS)' >> %s; exit %d\n"
+    (work / "Makefile").write_text("test:\n\t@echo 'test [$(TEST_MARKERS)] $(PYTEST_ARGS)' >> %s; exit %d\n"
                                    "test-stack:\n\t@echo 'test-stack $(PYTEST_ARGS)' >> %s\n"
                                    "venv:\n\t@echo $(or $(VENV),.venv) >> %s\n"
                                    % (args, 1 if outcome == "fail" else 0, args, venvs))
