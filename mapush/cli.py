@@ -18,8 +18,10 @@ from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
 from mapush.diagnostics import step_check
 from mapush.errors import FIXES, MapushError, UsageError
+from mapush.proc import stop_signals
 from mapush.eval import check_fits
 from mapush.objects import ConfigReadError, check_object_name, read_object_facts, read_object_name
+from mapush.run.ranks import ranks_from_args
 from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
@@ -257,6 +259,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         run_dir = default_run_dir(args.task, obj, args.algo, args.seed)
     config = str(Path(args.config).resolve()) if args.config else None
     config = config_with_sets(args.algo, config, getattr(args, "set", None) or [])
+    ranks, gpus = ranks_from_args(args)
     spec = RunSpec(
         algo=args.algo, task=args.task, object=obj,
         num_envs=args.num_envs or TRAIN_NUM_ENVS[args.task],
@@ -265,7 +268,8 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         record_video=args.record_video,
         config=config,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
-        command_net=command_net, task_sets=task_sets(getattr(args, "set", None) or []))
+        command_net=command_net, task_sets=task_sets(getattr(args, "set", None) or []),
+        ranks=ranks, gpus=gpus)
     schema.check("run", spec.to_dict(), "mapush train", options=True)
     return spec, None
 
@@ -289,13 +293,16 @@ class Terminated(KeyboardInterrupt):
     had not finished (a report's scratch folder, say), as Ctrl-C's KeyboardInterrupt does."""
 
 
-def _terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
+def _interrupted(signum: int, frame: Any) -> None:
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _terminated)  # a command that supervises a child sets its own
+    with stop_signals(_interrupted):  # a command that supervises a child sets its own inside
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: List[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.verbose:

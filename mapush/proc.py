@@ -20,11 +20,11 @@ def signal_name(signum: Optional[int]) -> str:
         return "signal %s" % signum
 
 
-def die_with_parent() -> None:
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
     """``preexec_fn`` of every child: the stop signal (SIGTERM: a final checkpoint) when the
     parent dies, even by SIGKILL (Linux's prctl PR_SET_PDEATHSIG), so no child runs on alone."""
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+        ctypes.CDLL(None).prctl(1, int(signum))  # 1: PR_SET_PDEATHSIG
 
 
 @contextmanager
@@ -51,6 +51,8 @@ class Supervisor(object):
         self._pending = []  # type: List[int]
         self._deadline = None  # type: Optional[float]
         self._block = None  # type: Any
+        # how a stop signal reaches a child: to it, or (torchrun's) to its own children
+        self.forward = lambda proc, signum: proc.send_signal(signum)  # type: Callable[..., Any]
 
     def __enter__(self) -> "Supervisor":
         self._block = stop_signals(self.stop)
@@ -67,7 +69,7 @@ class Supervisor(object):
         if self.stop_signal is None:
             self.stop_signal = signum
             for proc in self.running():
-                proc.send_signal(signum)
+                self.forward(proc, signum)
 
     @property
     def stopping(self) -> bool:
@@ -80,7 +82,7 @@ class Supervisor(object):
         proc = subprocess.Popen(argv, preexec_fn=die_with_parent, **popen)
         self.children.append(proc)
         if self.stop_signal is not None:  # a signal between the check and the start
-            proc.send_signal(self.stop_signal)
+            self.forward(proc, self.stop_signal)
         return proc
 
     def _say(self, text: str) -> None:

@@ -100,6 +100,10 @@ class RunSpec(SpecFile):
     command_net: Optional[str] = None
     # --set task.KEY=VALUE: {KEY: VALUE} set on the task's MQE config (mapush.sim).
     task_sets: Optional[Dict[str, Any]] = None
+    # One run in ``ranks`` processes (torchrun; mapush.run.ranks): on the CPU over gloo, or
+    # one rank a GPU of ``gpus`` over NCCL. A resume keeps them.
+    ranks: int = 1
+    gpus: Optional[List[int]] = None
 
     @property
     def trainer(self) -> str:

@@ -11,6 +11,7 @@ from mapush.common import phases
 from mapush.common.atomic import DISK_FULL, write_json
 from mapush.checkpoints.store import read_meta
 from mapush.run.context import RunContext, StopFlag
+from mapush.run import ranks
 from mapush.run.crash import diagnose_exception
 from mapush.common.leave import leave
 from mapush.spec import RunSpec
@@ -19,7 +20,7 @@ from mapush.spec import RunSpec
 def run(config_path: str, stop: StopFlag) -> int:
     phases.mark("start")
     job = json.loads(Path(config_path).read_text())
-    spec = RunSpec.from_dict(job["spec"])
+    spec, _rank = ranks.join(RunSpec.from_dict(job["spec"]))
     from mapush import sim
 
     if "task_config_to" in job:  # no run: mapush train --print-config, or its --set task.* check
@@ -27,6 +28,7 @@ def run(config_path: str, stop: StopFlag) -> int:
         return 0
     sim.headless_figures(Path(spec.run_dir) / "figures")
     sim.import_isaacgym()  # before anything imports torch
+    ranks.start(spec)
     ctx = RunContext(spec, stop=stop)
     if spec.resume:
         ctx.resume_path = Path(spec.resume)

@@ -10,6 +10,7 @@ from mapush import schema
 from mapush.checkpoints.source import RUN_CONFIG, resolve, resolve_resume
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
+from mapush.run.ranks import ranks_from_args
 from mapush.spec import RunSpec
 
 # options of `mapush train` that --resume may change: {option: (argparse dest, spec field)}
@@ -98,8 +99,16 @@ def check_against_record(args: argparse.Namespace, given: Set[str], record: Dict
             _compare("--init-from", spec.init_from, init_from, args.init_from)
     if "--set" in given:  # the run's overrides.yaml holds what --set gave it
         _compare("--set", "its overrides.yaml", " ".join(args.set))
+    if {"--ranks", "--gpus"} & given:  # the world size stays; the GPUs may be others
+        ranks, _gpus = ranks_from_args(argparse.Namespace(**dict(
+            vars(args), algo=spec.algo, sim_device=spec.sim_device, rl_device=spec.rl_device)))
+        if ranks != spec.ranks:
+            raise UsageError("--resume %s trained across %d rank(s); it continues across as "
+                             "many (%s)" % (run_dir, spec.ranks, "pass --gpus with %d GPUs"
+                                            % spec.ranks if spec.gpus else "--ranks %d"
+                                            % spec.ranks))
     checked = {"--run-dir", "--object-config", "--config", "--command-net", "--init-from",
-               "--set"}
+               "--set", "--ranks", "--gpus"}
     unknown = sorted(given - set(plain) - checked - set(ADJUSTABLE) - set(NEUTRAL))
     if unknown:  # pragma: no cover - a new option of `mapush train` must be classified here
         raise UsageError("%s: not known to --resume (mapush.run.resume)" % ", ".join(unknown))
@@ -121,6 +130,9 @@ def resume_spec(args: argparse.Namespace, given: Set[str]) -> Tuple[RunSpec, Dic
                              "as recorded" % (args.resume, what, path))
     changes = {field: getattr(args, dest)
                for option, (dest, field) in ADJUSTABLE.items() if option in given}
+    if "--gpus" in given:
+        changes["gpus"] = ranks_from_args(argparse.Namespace(**dict(
+            vars(args), algo=spec.algo, sim_device="cuda:0", rl_device="cuda:0")))[1]
     # a target already reached is refused with the trainer's own count of what is left
     # (mapush.run.train.check_spec)
     return spec.with_changes(resume=str(checkpoint) if checkpoint else None, **changes), record

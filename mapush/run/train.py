@@ -24,6 +24,7 @@ from mapush.errors import FIXES, MapushError, UsageError
 from mapush.objects import mapush_root, object_config_path
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
+from mapush.run import ranks
 from mapush.run.crash import PHASE_LOG, report_crash
 from mapush.run.lock import RunLock
 from mapush.run.resume import holds_run
@@ -152,13 +153,14 @@ class ChildOutcome:
     killed: bool = False               # the parent killed it after the grace period
 
 
-def supervise(argv: List[str], grace: float, **popen: Any) -> ChildOutcome:
+def supervise(argv: List[str], grace: float, forward: Any = None, **popen: Any) -> ChildOutcome:
     """Run the child (:class:`mapush.proc.Supervisor`): the first SIGINT/SIGTERM is
     forwarded, the child writes a final checkpoint and exits 0; it is killed if still
     running ``grace`` seconds later."""
     with Supervisor("mapush", "the trainer writes a final checkpoint and stops (the child "
                     "is killed if it has not left within %.0f s)" % grace, grace,
                     again="already stopping, waiting for the final checkpoint") as sup:
+        sup.forward = forward or sup.forward
         status = sup.wait(sup.start(argv, **popen))
     return ChildOutcome(status, sup.stop_signal, sup.killed)
 
@@ -167,10 +169,10 @@ def start_child(spec: RunSpec, config_path: Path, lock_fd: int) -> ChildOutcome:
     """The training child, holding the run's lock (``lock_fd``) with the parent."""
     phase_file = Path(spec.run_dir) / PHASE_LOG
     write_text(phase_file, "")
-    return supervise([sys.executable, "-m", "mapush.run.child", str(config_path)],
-                     stop_grace_s(), pass_fds=(lock_fd,),
+    argv, env = ranks.launch(spec, [sys.executable, "-m", "mapush.run.child", str(config_path)])
+    return supervise(argv, stop_grace_s(), pass_fds=(lock_fd,),
                      env=dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file),
-                              PYTHONUNBUFFERED="1"))
+                              PYTHONUNBUFFERED="1", **env), **ranks.popen(spec))
 
 
 def _newest_checkpoint(spec: RunSpec) -> str:

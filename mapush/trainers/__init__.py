@@ -29,6 +29,9 @@ TRAINERS = (
     Trainer("harl", "mapush.trainers.harl_trainer", ("happo", "mappo", "hatrpo"), "HARL", True),
 )
 ALGOS = tuple(algo for trainer in TRAINERS for algo in trainer.algos)
+# What trains across ranks (--gpus, --ranks): patches/openrl/05 pools PPO's batch (HARL's
+# patches/harl/06 is not wired into mapush's HARL trainer yet)
+RANKED_ALGOS = ("ppo",)
 # MAPush's own recipe: the default algorithm, the one the hierarchy and the pipeline train.
 DEFAULT_ALGO = ALGOS[0]
 

@@ -57,10 +57,12 @@ def parse_config(spec: RunSpec, user_config: Optional[str] = None) -> Any:
 
 def planned_updates(spec: RunSpec, resume_meta: Dict[str, Any]) -> int:
     """Updates the run will train (0: nothing left); run in the parent before the folder exists."""
-    per_update = int(parse_config(spec, spec.config).episode_length) * int(spec.num_envs)
+    per_update = int(parse_config(spec, spec.config).episode_length) * int(spec.num_envs) * \
+        int(spec.ranks)  # --steps counts every rank's env steps
     if not resume_meta.get("step") and int(spec.steps) < per_update:  # as HARL's plan()
-        raise UsageError("--steps %d is less than one rollout (episode_length x --num-envs = "
-                         "%d steps): raise --steps" % (spec.steps, per_update))
+        raise UsageError("--steps %d is less than one rollout (episode_length x --num-envs%s = "
+                         "%d steps): raise --steps" % (spec.steps, " x ranks" if spec.ranks > 1
+                                                       else "", per_update))
     return int(spec.steps) // per_update - int(resume_meta.get("step", 0)) // per_update
 
 

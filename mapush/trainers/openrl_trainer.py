@@ -25,6 +25,7 @@ from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb, \
     training_videos
+from mapush.run import ranks
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.spec import RunSpec
 from mapush.trainers.openrl_config import openrl_config, plain_config
@@ -162,7 +163,7 @@ class RunCallback(CheckpointCallback):
 
     def __init__(self, ctx: RunContext, run_logger: RunLogger, cfg: Any, adapter: OpenRLEnv,
                  start_step: int, start_update: int) -> None:
-        num_envs, self.stats = adapter.parallel_env_num, adapter.stats
+        num_envs, self.stats = adapter.parallel_env_num * ranks.world(), adapter.stats
         interval = int(ctx.spec.checkpoint_interval)
         super(RunCallback, self).__init__(save_freq=max(1, interval // max(1, num_envs)),
                                           save_path=str(checkpoints_dir(ctx.run_dir)),
@@ -173,14 +174,15 @@ class RunCallback(CheckpointCallback):
         self.watchdog = MemoryWatchdog(ctx.spec.rl_device, run_logger.log_scalar, every=10,
                                        warmup=5)
         self._rollout_done = False
+        self._stop = False  # agreed by every rank at an update boundary (mapush.run.ranks)
         self._clock = (time.time(), start_step)
 
     def _on_training_start(self) -> None:
         phases.mark("first_step")
-        self._clock = (time.time(), self.agent.num_time_steps)
+        self._clock = (time.time(), self.agent.num_time_steps * ranks.world())
 
     def _on_step(self) -> bool:
-        return not self.ctx.stop.requested
+        return not (self._stop if ranks.world() > 1 else self.ctx.stop.requested)
 
     def _on_rollout_end(self) -> None:
         self._rollout_done = True
@@ -188,6 +190,7 @@ class RunCallback(CheckpointCallback):
 
     def _on_rollout_start(self) -> None:
         self._after_update()
+        self._stop = ranks.agree(self.ctx.stop.requested)
 
     def _on_training_end(self) -> None:
         self._after_update()
@@ -198,7 +201,7 @@ class RunCallback(CheckpointCallback):
             return
         self._rollout_done = False
         self.update += 1
-        steps = int(self.agent.num_time_steps)
+        steps = int(self.agent.num_time_steps) * ranks.world()  # all ranks' env steps
         self.trained_steps = steps
         now = time.time()
         then, before = self._clock
@@ -215,12 +218,13 @@ class RunCallback(CheckpointCallback):
 
     def save(self) -> None:
         step = int(self.trained_steps)
-        if step == self.last_saved:
+        if step == self.last_saved or ranks.rank() > 0:  # rank 0 alone writes the run
             return
         name = "%s_%d_steps" % (self.name_prefix, step)
         spec = self.ctx.spec
         meta = {"step": step, "algo": spec.algo, "update": self.update, "task": spec.task,
-                "object": spec.object, "num_envs": self.num_envs,
+                "object": spec.object, "num_envs": self.num_envs // ranks.world(),
+                "ranks": ranks.world(),
                 "episode_length": int(self.cfg.episode_length), "episodes": self.stats.episodes(),
                 "use_linear_lr_decay": bool(self.cfg.use_linear_lr_decay),
                 # each optimizer's learning rate now (after OpenRL's linear decay, if on)
@@ -247,8 +251,8 @@ def train(ctx: RunContext) -> int:
     net = PPONet(adapter, cfg=cfg, device=device)
     agent = PPOAgent(net)
 
-    per_update = int(cfg.episode_length) * adapter.parallel_env_num
-    start_step = ctx.start_step
+    per_update = int(cfg.episode_length) * adapter.parallel_env_num * ranks.world()
+    start_step = ctx.start_step  # all ranks' env steps (each rank counts its own)
     adapter.videos = training_videos(spec, env, start_step)
     adapter.stats.episodes_before = int(ctx.resume_meta.get("episodes", 0))
     if ctx.resume_path is not None:
@@ -264,6 +268,7 @@ def train(ctx: RunContext) -> int:
         init_weights(agent, policy_file.load_module(spec.init_from, device, "--init-from"))
         print("mapush: policy and value weights from %s; fresh optimizer, step 0"
               % spec.init_from, file=sys.stderr)
+    ranks.broadcast(agent.net.module.models.values())  # rank 0's initial weights
     start_update = start_step // per_update
     total_updates = max(1, int(spec.steps) // per_update)
     if start_update >= total_updates and ctx.resume_path is not None:
@@ -272,7 +277,7 @@ def train(ctx: RunContext) -> int:
               file=sys.stderr)
         return 0
     if spec.steps % per_update:
-        print("mapush: --steps %d is not a multiple of episode_length x num_envs = %d; "
+        print("mapush: --steps %d is not a multiple of episode_length x num_envs x ranks = %d; "
               "training %d steps" % (spec.steps, per_update, total_updates * per_update),
               file=sys.stderr)
 
@@ -281,8 +286,10 @@ def train(ctx: RunContext) -> int:
     callback = RunCallback(ctx, logger, cfg, adapter, start_step, start_update)
     trained = False
     try:
-        agent.train(total_time_steps=total_updates * per_update, logger=logger, callback=callback,
-                    driver_class=resumable_driver(start_update, start_step, made))
+        agent.train(total_time_steps=total_updates * per_update // ranks.world(), logger=logger,
+                    callback=callback, driver_class=resumable_driver(
+                        start_update, start_step // ranks.world(), made))
+        ranks.check_same(agent.net.module.models.values())
         trained = True
     finally:
         adapter.close()
@@ -292,8 +299,9 @@ def train(ctx: RunContext) -> int:
             if trained:  # else the failure in flight (a full disk, say) is the one to report
                 raise
     how = "stopped" if ctx.stop.requested else "finished"
-    print("mapush: training %s at step %d; checkpoints in %s"
-          % (how, callback.trained_steps, checkpoints_dir(ctx.run_dir)), file=sys.stderr)
+    if ranks.rank() == 0:
+        print("mapush: training %s at step %d; checkpoints in %s"
+              % (how, callback.trained_steps, checkpoints_dir(ctx.run_dir)), file=sys.stderr)
     return 0
 
 

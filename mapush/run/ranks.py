@@ -1,0 +1,178 @@
+"""One run in several processes (``--ranks N`` on the CPU over gloo, ``--gpus 0,1`` a GPU a
+rank over NCCL), started by torchrun (``torch.distributed.run``): the parent starts torchrun
+as its one child, torchrun starts the ranks and ends them all when one fails. Every rank
+simulates ``--num-envs`` envs and trains on its own rollout; patches/openrl/05 and harl/06
+pool what PPO computes over the batch, so all take the same step. Rank 0 alone writes the
+run; rank r's seed is ``seed + r``; --steps counts the env steps of all ranks together.
+
+torchrun's limits on the image's torch 1.13.1, and what is done about each:
+- ``--standalone`` rendezvous on the fixed port 29400 (torch/distributed/run.py), so a
+  second run on the machine would fail: the parent passes a free port of its own;
+- on SIGINT/SIGTERM it sends the signal to the ranks and kills them 30 s later (its fixed
+  grace: torch/distributed/elastic/multiprocessing/api.py, ``close(timeout=30)``): the ranks
+  agree at each update boundary to stop (:func:`agree`), and write the final checkpoint at
+  once;
+- killed itself (SIGKILL), it leaves the ranks behind: each rank asks Linux to kill it when
+  its parent dies (PR_SET_PDEATHSIG)."""
+import argparse
+import glob
+import os
+import socket
+import sys
+import tempfile
+import uuid
+from typing import Any, Iterable, List, Optional, Tuple
+
+from mapush.errors import UsageError
+from mapush.spec import RunSpec, parse_list
+from mapush.trainers import RANKED_ALGOS
+
+_scratch = []  # type: List[Any]  # a non-zero rank's run folder, removed when it leaves
+
+
+def ranks_from_args(args: argparse.Namespace) -> Tuple[int, Optional[List[int]]]:
+    """``(ranks, gpus)`` of ``--ranks``/``--gpus``; a rank sees only its own GPU, as
+    ``cuda:0`` (mapush.run.ranks), so ``--gpus`` takes the devices' place."""
+    ranks = int(getattr(args, "ranks", 1) or 1)
+    gpus = parse_list("--gpus", args.gpus, int) if getattr(args, "gpus", None) else None
+    devices = {args.sim_device, args.rl_device}
+    if gpus is not None:
+        if ranks not in (1, len(gpus)):
+            raise UsageError("--ranks %d --gpus %s: --gpus gives one rank a GPU; leave --ranks "
+                             "out" % (ranks, args.gpus))
+        if "cpu" in devices:
+            raise UsageError("--gpus %s with --sim-device/--rl-device cpu: --gpus runs on the "
+                             "GPUs (each rank its own); on the CPU pass --ranks N" % args.gpus)
+        if devices - {"cuda", "cuda:0"}:
+            raise UsageError("--gpus %s with --sim-device/--rl-device %s: each rank sees its "
+                             "own GPU only, as cuda:0; leave those options out"
+                             % (args.gpus, "/".join(sorted(devices))))
+        ranks = len(gpus)
+    elif ranks > 1 and devices != {"cpu"}:
+        raise UsageError("--ranks %d on %s: --ranks runs on the CPU (pass --sim-device cpu "
+                         "--rl-device cpu); across GPUs pass --gpus 0,1" % (
+                             ranks, "/".join(sorted(devices))))
+    if ranks > 1 and args.algo not in RANKED_ALGOS:
+        raise UsageError("--algo %s across %d ranks: only %s trains across ranks so far; run "
+                         "it in one process" % (args.algo, ranks, ", ".join(RANKED_ALGOS)))
+    return ranks, gpus
+
+
+def launch(spec: RunSpec, child: List[str]) -> Tuple[List[str], dict]:
+    """``(argv, env changes)`` that start ``child`` (``python -m MODULE ARGS``) as the run's
+    ranks: itself for one rank."""
+    if spec.ranks <= 1:
+        return child, {}
+    with socket.socket() as sock:  # free now; taken by torchrun's store at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+            "--nproc_per_node=%d" % spec.ranks, "--rdzv_backend=c10d",
+            "--rdzv_endpoint=127.0.0.1:%d" % port, "--rdzv_id=%s" % uuid.uuid4().hex,
+            "--max_restarts=0", "--monitor_interval=1"] + child[1:]
+    # each rank its share of the cores (N ranks of all the cores' threads each were N times
+    # slower: benchmarks/results/openrl-05-threads-h100x2.json)
+    threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // spec.ranks))
+    return argv, {"OMP_NUM_THREADS": threads}
+
+
+def popen(spec: RunSpec) -> dict:
+    """:func:`mapush.run.train.supervise`'s options for the run's child. torchrun stops its
+    ranks on SIGINT/SIGTERM but then exits 1 with a traceback, whatever they did: so it runs
+    in a session of its own (Ctrl-C at the terminal reaches only the parent), and the parent
+    sends a stop signal to the ranks themselves, which stop together and exit 0, and so does
+    torchrun."""
+    return {"start_new_session": True, "forward": signal_ranks} if spec.ranks > 1 else {}
+
+
+def signal_ranks(proc: Any, signum: int) -> None:
+    """``signum`` to each child of ``proc`` (torchrun's ranks, read from /proc)."""
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == proc.pid:  # the parent's pid: the field after the state
+                os.kill(int(stat.split("/")[2]), signum)
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+
+
+def join(spec: RunSpec) -> Tuple[RunSpec, int]:
+    """In a rank, before Isaac Gym or torch is imported: ``(the rank's spec, rank)``. A rank
+    sees its own GPU only (as ``cuda:0``; Isaac Gym's Vulkan device indices follow), seeds
+    ``seed + rank``, and writes into a scratch folder unless it is rank 0."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return spec, 0
+    from mapush.proc import die_with_parent
+
+    die_with_parent(9)  # SIGKILL: torchrun gone, nobody would stop this rank
+    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    if spec.gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(spec.gpus[local])
+    changes = {"seed": spec.seed + rank}  # type: dict
+    if rank:
+        _scratch.append(tempfile.TemporaryDirectory(prefix="mapush-rank%d-" % rank))
+        changes.update(run_dir=_scratch[-1].name, use_wandb=False, record_video=False)
+        os.environ.pop("MAPUSH_PHASE_FILE", None)  # the parent reads rank 0's phases
+    return spec.with_changes(**changes), rank
+
+
+def start(spec: RunSpec) -> None:
+    """The ranks' process group (after torch is imported), where there are several."""
+    if world() > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if spec.gpus else "gloo")
+
+
+def world() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def agree(stop: bool) -> bool:
+    """Whether any rank was asked to stop (one all-reduce; no collective for one rank):
+    every rank then ends after the same update."""
+    if world() <= 1:
+        return stop
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([1.0 if stop else 0.0],
+                        device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item() > 0)
+
+
+def broadcast(models: Iterable[Any]) -> None:
+    """Rank 0's weights and buffers (value normalisers) in every rank."""
+    if world() <= 1:
+        return
+    import torch.distributed as dist
+
+    for model in models:
+        for tensor in list(model.parameters()) + list(model.buffers()):
+            dist.broadcast(tensor.data, 0)
+
+
+def check_same(models: Iterable[Any]) -> None:
+    """That every rank ends with rank 0's weights, as the pooled update keeps them (one
+    all-reduce of each tensor's sum, at the end); a drift is one error, not a silent result."""
+    if world() <= 1:
+        return
+    import torch
+    import torch.distributed as dist
+
+    sums = torch.stack([p.detach().double().sum() for m in models for p in m.parameters()])
+    low, high = sums.clone(), sums.clone()
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    if not torch.allclose(low, high, rtol=1e-6, atol=1e-9):
+        from mapush.errors import MapushError
+
+        raise MapushError("the ranks' weights drifted apart (largest gap %.3g): their updates "
+                          "were not pooled; is patches/openrl/05 applied? (mapush doctor)"
+                          % float((high - low).abs().max()))
