@@ -27,6 +27,7 @@ class MAPushLogger(BaseLogger):
         # Resume: env steps and updates done before this process (set by the trainer).
         self.steps_before = 0
         self.episode_base = 0
+        self.ranks = 1  # a run across ranks counts every rank's env steps
 
     def get_task_name(self) -> str:
         return str(self.env_args["task"])
@@ -70,7 +71,7 @@ class MAPushLogger(BaseLogger):
         """Log everything for the update just done and print one progress line."""
         train = self.algo_args["train"]
         step = self.total_num_steps = self.steps_before + (int(self.episode) - self.episode_base) \
-            * int(train["episode_length"]) * int(train["n_rollout_threads"])
+            * int(train["episode_length"]) * int(train["n_rollout_threads"]) * self.ranks
         now = time.time()
         fps = (step - self._last_steps) / max(now - self._last_time, 1e-9)
         self._last_steps, self._last_time = step, now

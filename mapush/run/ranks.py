@@ -53,8 +53,9 @@ def ranks_from_args(args: argparse.Namespace) -> Tuple[int, Optional[List[int]]]
                          "--rl-device cpu); across GPUs pass --gpus 0,1" % (
                              ranks, "/".join(sorted(devices))))
     if ranks > 1 and args.algo not in RANKED_ALGOS:
-        raise UsageError("--algo %s across %d ranks: only %s trains across ranks so far; run "
-                         "it in one process" % (args.algo, ranks, ", ".join(RANKED_ALGOS)))
+        raise UsageError("--algo %s across %d ranks: only %s train across ranks (HATRPO's "
+                         "trust region has no pooled form); run it in one process"
+                         % (args.algo, ranks, ", ".join(RANKED_ALGOS)))
     return ranks, gpus
 
 

@@ -29,9 +29,8 @@ TRAINERS = (
     Trainer("harl", "mapush.trainers.harl_trainer", ("happo", "mappo", "hatrpo"), "HARL", True),
 )
 ALGOS = tuple(algo for trainer in TRAINERS for algo in trainer.algos)
-# What trains across ranks (--gpus, --ranks): patches/openrl/05 pools PPO's batch (HARL's
-# patches/harl/06 is not wired into mapush's HARL trainer yet)
-RANKED_ALGOS = ("ppo",)
+# What trains across ranks (--gpus, --ranks): patches/openrl/05 and harl/06 pool the batch
+RANKED_ALGOS = ("ppo", "happo", "mappo")
 # MAPush's own recipe: the default algorithm, the one the hierarchy and the pipeline train.
 DEFAULT_ALGO = ALGOS[0]
 

@@ -14,6 +14,7 @@ from mapush.common.atomic import write_json
 from mapush.checkpoints import unpickle
 from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext, start_wandb, training_videos
+from mapush.run import ranks
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
 from mapush.spec import RunSpec, config_label, user_yaml
@@ -182,6 +183,8 @@ def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
     """HARL's model files plus optimizer states, config and meta, published atomically."""
     import torch
 
+    if ranks.rank() > 0:  # rank 0 alone writes the run
+        return ctx.run_dir
     phases.mark("checkpoint")
     lrs = {"actor%d" % i: float(actor.actor_optimizer.param_groups[0]["lr"])
            for i, actor in enumerate(runner.actor)}
@@ -189,7 +192,7 @@ def save_checkpoint(runner: Any, ctx: RunContext, config: Dict[str, Any],
     meta = dict(state, algo=ctx.spec.algo, trainer="harl", lr=lrs,
                 episode_length=int(config["train"]["episode_length"]),
                 episodes=runner.envs.stats.episodes(),
-                n_rollout_threads=int(config["train"]["n_rollout_threads"]),
+                n_rollout_threads=int(config["train"]["n_rollout_threads"]), ranks=ranks.world(),
                 use_linear_lr_decay=bool(config["train"]["use_linear_lr_decay"]))
     name = "step-%012d" % state["step"]
     with atomic_checkpoint(ctx.run_dir, name, meta) as tmp:
@@ -232,16 +235,16 @@ def plan(spec: RunSpec, config: Dict[str, Any], resume_meta: Dict[str, Any]
          ) -> Tuple[int, int, int, int]:
     """``(start_step, start_update, total_updates, steps_per_update)``; the LR schedule runs
     over ``total_updates`` so that a resumed run continues it."""
-    per_update = int(config["train"]["episode_length"]) * int(spec.num_envs)
+    per_update = int(config["train"]["episode_length"]) * int(spec.num_envs) * int(spec.ranks)
     start_step = int(resume_meta.get("step", 0))
     start_update = int(resume_meta.get("update", 0))
     if resume_meta and resume_meta.get("algo") not in (None, spec.algo):
         raise UsageError("--resume: the checkpoint is from --algo %s, not %s"
                          % (resume_meta.get("algo"), spec.algo))
     if start_step == 0 and spec.steps < per_update:
-        raise UsageError("--steps %d is less than one rollout (episode_length %d x --num-envs "
-                         "%d = %d steps): raise --steps"
-                         % (spec.steps, per_update // spec.num_envs, spec.num_envs, per_update))
+        raise UsageError("--steps %d is less than one rollout (episode_length x --num-envs%s = "
+                         "%d steps): raise --steps" % (spec.steps, " x ranks" if spec.ranks > 1
+                                                       else "", per_update))
     total_updates = start_update + max(0, spec.steps - start_step) // per_update
     return start_step, start_update, total_updates, per_update
 
@@ -274,11 +277,13 @@ def train(ctx: RunContext) -> int:
         restore_checkpoint(runner, Path(spec.init_from), runner.device, optimizers=False)
         print("mapush: policy and value weights from %s; fresh optimizers, step 0"
               % spec.init_from, file=sys.stderr)
+    ranks.broadcast(_modules(runner))  # rank 0's initial weights
     runner.envs.videos = training_videos(spec, runner.envs.env, start_step)
     runner.envs.stats.episodes_before = int(ctx.resume_meta.get("episodes", 0))
     writer = runner.writter
     logger = runner.logger
     logger.steps_before, logger.episode_base = start_step, start_update
+    logger.ranks = ranks.world()
     watchdog = MemoryWatchdog(runner.envs.device,
                               lambda tag, value, step: writer.add_scalar(tag, value, step),
                               every=10, warmup=5)
@@ -290,7 +295,10 @@ def train(ctx: RunContext) -> int:
         phases.mark("first_step")
         runner.warmup()
         logger.init(total_updates)
+        alone = ranks.world() == 1  # one rank stops mid-rollout; ranks agree at a boundary
         for update in range(start_update + 1, total_updates + 1):
+            if ranks.agree(ctx.stop.requested):
+                break
             if train_cfg["use_linear_lr_decay"]:  # each distinct actor (MAPPO shares one)
                 for decaying in {id(a): a for a in runner.actor}.values():
                     decaying.lr_decay(update, total_updates)
@@ -298,13 +306,13 @@ def train(ctx: RunContext) -> int:
             logger.episode_init(update)
             runner.prep_rollout()
             for step in range(int(train_cfg["episode_length"])):
-                if ctx.stop.requested:
+                if alone and ctx.stop.requested:
                     break
                 data = _env_step(runner, step)
                 phases.mark("training")  # once the first step is through (marks are deduplicated)
                 logger.per_step(data)
                 runner.insert(data)
-            if ctx.stop.requested:
+            if alone and ctx.stop.requested:
                 break  # the partial rollout is dropped; the checkpoint holds the last update
             runner.compute()
             runner.prep_training()
@@ -315,20 +323,28 @@ def train(ctx: RunContext) -> int:
                                    runner.critic_buffer)
             runner.after_update()
             watchdog.sample(update, state["step"])
-            if ctx.stop.requested:
+            if alone and ctx.stop.requested:
                 break
             if state["step"] - last_saved >= interval and update < total_updates:
                 save_checkpoint(runner, ctx, config, state)
                 phases.mark("training")
                 last_saved = state["step"]
         save_checkpoint(runner, ctx, config, state)
+        ranks.check_same(_modules(runner))
     finally:
         _close(runner)
         if spec.use_wandb:
             importlib.import_module("wandb").finish()
-    print("mapush: training %s at step %d; checkpoints in %s" % ("stopped" if ctx.stop.requested
-          else "finished", state["step"], ctx.run_dir / "checkpoints"), file=sys.stderr)
+    if ranks.rank() == 0:
+        print("mapush: training %s at step %d; checkpoints in %s" % ("stopped" if ctx.stop.requested
+              else "finished", state["step"], ctx.run_dir / "checkpoints"), file=sys.stderr)
     return 0
+
+
+def _modules(runner: Any) -> List[Any]:
+    """The runner's networks and value normaliser, the ranks' shared state."""
+    found = [a.actor for a in {id(a): a for a in runner.actor}.values()] + [runner.critic.critic]
+    return found + ([runner.value_normalizer] if runner.value_normalizer is not None else [])
 
 
 def _env_step(runner: Any, step: int) -> Tuple[Any, ...]:
