@@ -247,7 +247,8 @@ help: ## list the targets and their variables
 	@echo "    make dev: MAPUSH_DIR=$(or $(MAPUSH_DIR),(empty: required, your MAPush checkout)) CMD=$(or $(CMD),(empty: bash))"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
-	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)' GPUS=$(or $(GPUS),(empty: every GPU))"
+	@echo "    GPUS='$(GPUS)'  make train: one run across these GPUs (empty: GPU alone); make sweep: one cell a GPU (empty: every GPU)"
+	@echo "    make sweep: SEEDS='$(SEEDS)' OBJECTS='$(OBJECTS)'"
 	@echo "      NAME=$(or $(NAME),(empty: from the grid)) EXECUTOR=$(EXECUTOR) (local slurm)  SIF=$(SIF) APPTAINER=$(APPTAINER)"
 
 # PYTHON as given, else (a name like python3.13 that pyenv's shims do not run because another
@@ -348,9 +349,13 @@ compose-check: ## check that Docker Compose v2 is installed (every compose targe
 	@echo "Docker Compose v2: $$($(DOCKER) compose version --short 2>/dev/null || echo ok)"
 
 .PHONY: train
-train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED [STEPS RUN_DIR EXTRA]
-	$(COMPOSE) run --rm train mapush train --algo $(ALGO) --task $(TASK) --object $(OBJECT) \
-	  --num-envs $(NUM_ENVS) --seed $(SEED)$(if $(STEPS), --steps $(STEPS))$(if $(RUN_DIR), --run-dir $(RUN_DIR))$(if $(MID), --command-net $(MID)) $(EXTRA)
+# GPUS="0 1": one run across these host GPUs (the container gets them, numbered from 0 inside)
+_COMMA := ,
+_GPU_LIST = $(subst $() ,$(_COMMA),$(strip $(GPUS)))
+_INNER_GPUS = $(shell seq -s, 0 $$(( $(words $(GPUS)) - 1 )))
+train: image runs-dir ## train: mapush train with ALGO TASK OBJECT NUM_ENVS SEED [STEPS RUN_DIR GPUS EXTRA]
+	$(if $(GPUS),GPU=$(_GPU_LIST)) $(COMPOSE) run --rm train mapush train --algo $(ALGO) --task $(TASK) --object $(OBJECT) \
+	  --num-envs $(NUM_ENVS) --seed $(SEED)$(if $(STEPS), --steps $(STEPS))$(if $(RUN_DIR), --run-dir $(RUN_DIR))$(if $(MID), --command-net $(MID))$(if $(GPUS), --gpus $(_INNER_GPUS)) $(EXTRA)
 
 # A resume takes everything from the run's config.json: no Make default reaches it.
 .PHONY: resume

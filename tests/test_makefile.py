@@ -185,6 +185,15 @@ def test_dry_run_train_with_every_option():
             ) in line
 
 
+def test_dry_run_train_across_gpus_gives_the_container_those_gpus_numbered_from_0():
+    """#78: make train GPUS="2 3": the container gets host GPUs 2 and 3 (compose's GPU), and
+    inside, where they are cuda:0 and cuda:1, mapush train runs across --gpus 0,1."""
+    proc = make(["-n", "train", "GPUS=2 3"])
+    assert proc.returncode == 0, proc.stderr
+    line = _train_line(proc.stdout)
+    assert line.startswith("GPU=2,3 ") and line.strip().endswith("--seed 1 --gpus 0,1"), line
+
+
 def test_options_from_the_environment_are_used_too():
     proc = make(["-n", "train"], env={"ALGO": "mappo", "NUM_ENVS": "8"})
     assert proc.returncode == 0, proc.stderr

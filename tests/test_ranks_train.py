@@ -185,3 +185,34 @@ def test_sigkill_of_the_parent_ends_torchrun_and_the_ranks_within_seconds(upstre
     finally:
         for pid in processes(run, ""):
             os.kill(pid, signal.SIGKILL)
+
+
+def _pooling_rank(rank, store, out):
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(WORLD_SIZE="2", RANK=str(rank))
+    dist.init_process_group("gloo", init_method="file://%s" % store, world_size=2, rank=rank)
+    from mapush.envs.stats import EpisodeStats, drain_reward_terms
+
+    class Env(object):  # rank 0's two episodes succeed, rank 1's fail
+        finished_buf = torch.full((2,), 1.0 - rank)
+        num_envs = 2
+        reward_buffer = {"push_reward": 2.0 * (rank + 1), "step_count": 1}
+
+    stats = EpisodeStats(2, "cpu", window=10)
+    stats.update(Env(), torch.ones(2))
+    Path(out, "rank%d.json" % rank).write_text(json.dumps(
+        [stats.summary(), drain_reward_terms(Env())]))
+
+
+def test_episode_statistics_are_pooled_over_the_ranks(tmp_path):
+    """The logged success rate and reward terms are every rank's, not rank 0's alone: 2 of
+    4 episodes succeeded (rank 0 alone: 2 of 2); push reward (1 + 2) / 2 a step."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_pooling_rank, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2)
+    for rank in (0, 1):
+        summary, terms = json.loads((tmp_path / ("rank%d.json" % rank)).read_text())
+        assert summary["success_rate"] == 0.5, summary
+        assert terms["push_reward"] == 1.5, terms

@@ -5,6 +5,8 @@ from typing import Any, Dict
 
 import torch
 
+from mapush.run import ranks
+
 DEFAULT_WINDOW = 1000
 DEFAULT_CAPACITY = 256
 METRICS = ("success_rate", "finished_time")
@@ -96,7 +98,7 @@ class EpisodeStats:
             self.success[: self.size] * filled,
             self.finished_time[: self.size] * filled,
         ]).sum(dim=1)
-        n, succ, ftime = stacked.tolist()
+        n, succ, ftime = ranks.summed(stacked.tolist())  # every rank's episodes
         if n == 0:
             return {}
         return {
@@ -156,4 +158,5 @@ def drain_reward_terms(env: Any) -> Dict[str, float]:
         buffer[key] = 0
     buffer["step_count"] = 0
     terms["average_step_reward"] = total
-    return terms
+    pooled = ranks.summed(list(terms.values()))  # the mean over every rank's envs
+    return {key: value / ranks.world() for key, value in zip(terms, pooled)}

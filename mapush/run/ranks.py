@@ -148,6 +148,19 @@ def agree(stop: bool) -> bool:
     return bool(flag.item() > 0)
 
 
+def summed(values: List[float]) -> List[float]:
+    """Each value summed over the ranks (one all-reduce); as they are for one rank."""
+    if world() <= 1 or not values:
+        return values
+    import torch
+    import torch.distributed as dist
+
+    total = torch.tensor(values, dtype=torch.float64,
+                         device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(total)
+    return total.tolist()
+
+
 def broadcast(models: Iterable[Any]) -> None:
     """Rank 0's weights and buffers (value normalisers) in every rank."""
     if world() <= 1:
