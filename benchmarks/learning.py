@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -82,6 +83,9 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=6000000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--gpus", help="one run across these GPUs (mapush train --gpus)")
+    parser.add_argument("--stop-after", type=int, default=0, metavar="UPDATES",
+                        help="send the run SIGTERM once it logged UPDATES updates")
     parser.add_argument("--timeout", type=float, default=540.0)
     parser.add_argument("--object-config", help="e.g. the authors' results/<run>/task/config.py"
                         " (relative: to the prepared tree)")
@@ -111,6 +115,8 @@ def main(argv=None) -> int:
                str(args.steps), "--seed", str(args.seed), "--sim-device", args.device, "--rl-device",
                args.device, "--checkpoint-interval", str(args.checkpoint_interval),
                "--run-dir", str(run)]
+        if args.gpus:
+            cmd += ["--gpus", args.gpus]
         if args.object_config:
             cmd += ["--object-config", str(tree / args.object_config)]
         if args.config:
@@ -118,18 +124,32 @@ def main(argv=None) -> int:
         if args.pristine:
             cmd += ["--no-preflight"]
     started = time.time()
-    try:
-        proc = subprocess.run(cmd, env=env, timeout=args.timeout, capture_output=True,
-                              text=True)
-        code, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
-    except subprocess.TimeoutExpired as exc:  # what it logged so far still counts
-        code, tail = None, str(exc.stdout or "")[-3000:]
+    if args.stop_after:  # SIGTERM once the run has logged this many updates (Ctrl-C's way)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        progress = run / "progress.txt"
+        while proc.poll() is None and time.time() < started + args.timeout and not (
+                progress.is_file() and len(progress.read_text().splitlines()) >= args.stop_after):
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=120)[0]
+        code, tail = proc.returncode, out[-3000:]
+    else:
+        try:
+            proc = subprocess.run(cmd, env=env, timeout=args.timeout, capture_output=True,
+                                  text=True)
+            code, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+        except subprocess.TimeoutExpired as exc:  # what it logged so far still counts
+            code, tail = None, str(exc.stdout or "")[-3000:]
     result = {"what": "mapush train over real MQE and the Isaac Gym stand-in (not PhysX)",
               "algo": args.algo, "object": args.object, "num_envs": args.num_envs,
-              "steps": args.steps, "seed": args.seed, "device": args.device,
+              "steps": args.steps, "seed": args.seed, "device": args.device, "gpus": args.gpus,
               "object_config": args.object_config, "command": cmd[3:],
               "mqe": "pristine (upstream)" if args.pristine else "patched",
-              "seconds": round(time.time() - started, 1), "returncode": code}
+              "seconds": round(time.time() - started, 1), "returncode": code,
+              "tail": tail[-1500:],
+              "checkpoints": sorted(p.name for p in (run / "checkpoints").glob("*"))
+              if (run / "checkpoints").is_dir() else []}
     if (run / "progress.txt").is_file():
         result.update(curves(run))
     (out / "learning.json").write_text(json.dumps(result, indent=1) + "\n")
