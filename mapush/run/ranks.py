@@ -1,19 +1,8 @@
 """One run in several processes (``--ranks N`` on the CPU over gloo, ``--gpus 0,1`` a GPU a
-rank over NCCL), started by torchrun (``torch.distributed.run``): the parent starts torchrun
-as its one child, torchrun starts the ranks and ends them all when one fails. Every rank
-simulates ``--num-envs`` envs and trains on its own rollout; patches/openrl/05 and harl/06
-pool what PPO computes over the batch, so all take the same step. Rank 0 alone writes the
-run; rank r's seed is ``seed + r``; --steps counts the env steps of all ranks together.
-
-torchrun's limits on the image's torch 1.13.1, and what is done about each:
-- ``--standalone`` rendezvous on the fixed port 29400 (torch/distributed/run.py), so a
-  second run on the machine would fail: the parent passes a free port of its own;
-- on SIGINT/SIGTERM it sends the signal to the ranks and kills them 30 s later (its fixed
-  grace: torch/distributed/elastic/multiprocessing/api.py, ``close(timeout=30)``): the ranks
-  agree at each update boundary to stop (:func:`agree`), and write the final checkpoint at
-  once;
-- killed itself (SIGKILL), it leaves the ranks behind: each rank asks Linux to kill it when
-  its parent dies (PR_SET_PDEATHSIG)."""
+rank over NCCL), started by torchrun, which the parent starts as its one child. What it means
+and how it stops, with torchrun's limits on torch 1.13.1 (a fixed ``--standalone`` port, a
+fixed 30 s stop grace, a traceback when signalled, ranks left behind when killed) and what is
+done about each: docs/cli.md, ``--gpus``."""
 import argparse
 import glob
 import os
@@ -59,11 +48,13 @@ def ranks_from_args(args: argparse.Namespace) -> Tuple[int, Optional[List[int]]]
     return ranks, gpus
 
 
-def launch(spec: RunSpec, child: List[str]) -> Tuple[List[str], dict]:
-    """``(argv, env changes)`` that start ``child`` (``python -m MODULE ARGS``) as the run's
-    ranks: itself for one rank."""
+def launch(spec: RunSpec, child: List[str]) -> Tuple[List[str], dict, dict]:
+    """``(argv, env changes, supervise's options)`` that start ``child`` (``python -m MODULE
+    ARGS``) as the run's ranks: itself for one rank. torchrun runs in a session of its own
+    (Ctrl-C at the terminal reaches the parent alone), on a free port, and the parent sends
+    a stop signal to the ranks, never to torchrun (which would end with a traceback)."""
     if spec.ranks <= 1:
-        return child, {}
+        return child, {}, {}
     with socket.socket() as sock:  # free now; taken by torchrun's store at once
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -74,16 +65,8 @@ def launch(spec: RunSpec, child: List[str]) -> Tuple[List[str], dict]:
     # each rank its share of the cores (N ranks of all the cores' threads each were N times
     # slower: benchmarks/results/openrl-05-threads-h100x2.json)
     threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // spec.ranks))
-    return argv, {"OMP_NUM_THREADS": threads}
-
-
-def popen(spec: RunSpec) -> dict:
-    """:func:`mapush.run.train.supervise`'s options for the run's child. torchrun stops its
-    ranks on SIGINT/SIGTERM but then exits 1 with a traceback, whatever they did: so it runs
-    in a session of its own (Ctrl-C at the terminal reaches only the parent), and the parent
-    sends a stop signal to the ranks themselves, which stop together and exit 0, and so does
-    torchrun."""
-    return {"start_new_session": True, "forward": signal_ranks} if spec.ranks > 1 else {}
+    return argv, {"OMP_NUM_THREADS": threads}, {"start_new_session": True,
+                                                "forward": signal_ranks}
 
 
 def signal_ranks(proc: Any, signum: int) -> None:

@@ -169,10 +169,11 @@ def start_child(spec: RunSpec, config_path: Path, lock_fd: int) -> ChildOutcome:
     """The training child, holding the run's lock (``lock_fd``) with the parent."""
     phase_file = Path(spec.run_dir) / PHASE_LOG
     write_text(phase_file, "")
-    argv, env = ranks.launch(spec, [sys.executable, "-m", "mapush.run.child", str(config_path)])
+    argv, env, options = ranks.launch(spec, [sys.executable, "-m", "mapush.run.child",
+                                             str(config_path)])
     return supervise(argv, stop_grace_s(), pass_fds=(lock_fd,),
                      env=dict(os.environ, MAPUSH_PHASE_FILE=str(phase_file),
-                              PYTHONUNBUFFERED="1", **env), **ranks.popen(spec))
+                              PYTHONUNBUFFERED="1", **env), **options)
 
 
 def _newest_checkpoint(spec: RunSpec) -> str:
