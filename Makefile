@@ -243,7 +243,7 @@ help: ## list the targets and their variables
 	@echo "    HOST_GPU_CHECK=$(HOST_GPU_CHECK)  (0: no host GPU checks; make image-check's CPU run)"
 	@echo "    DOCKER=$(DOCKER)  (docker, or podman: make build, doctor, and podman run; compose needs podman 4.7+)"
 	@echo "    make demo: DEMO_RUN=$(DEMO_RUN) DEMO_ENVS=$(DEMO_ENVS) DEMO_DIR=$(DEMO_DIR)"
-	@echo "    make try: TRY_DIR=$(TRY_DIR)  (and MAPUSH_SRC, as make test)"
+	@echo "    make try: TRY_DIR=$(TRY_DIR) DEVICE=$(DEVICE) CMD=$(or $(CMD),(empty: the tour))  (and MAPUSH_SRC, as make test)"
 	@echo "    make dev: MAPUSH_DIR=$(or $(MAPUSH_DIR),(empty: required, your MAPush checkout)) CMD=$(or $(CMD),(empty: bash))"
 	@echo "    HOST_UID=$(HOST_UID) HOST_GID=$(HOST_GID)  the container user (yours)"
 	@echo "    COMPOSE_PROJECT_NAME=$(or $(COMPOSE_PROJECT_NAME),(empty: this folder's name))"
@@ -386,12 +386,14 @@ demo: image runs-dir ## a first success in minutes: the authors' DEMO_RUN policy
 	  "videos in $(DEMO_DIR)/videos/" && \
 	echo "demo: open $(DEMO_DIR)/report/index.html (took $$(( $$(date +%s) - start )) s)"
 
-# make try: the whole method on a CPU, over the tests' Isaac Gym stand-in (no GPU, no image,
+# make try: the whole method on a CPU (DEVICE=cuda:0: a GPU), over the tests' Isaac Gym
+# stand-in; CMD="mapush ...": that command over it instead of the tour (no GPU, no image,
 # no tarball; labelled in each run's record and report: no result of MAPush).
 TRY_DIR ?= runs/try
 .PHONY: try
-try: $(VENV)/.stamp ## no GPU: the whole method in minutes on the CPU over the tests' Isaac Gym stand-in (not a result), reports in TRY_DIR
-	$(WITH_MAPUSH_SRC) $(VENV_PY) tests/standin/try.py --dir $(TRY_DIR)
+DEVICE ?= cpu
+try: $(VENV)/.stamp ## no GPU: the whole method in minutes on the CPU over the tests' Isaac Gym stand-in (not a result), reports in TRY_DIR; CMD="mapush ...": your command over it
+	$(WITH_MAPUSH_SRC) $(VENV_PY) tests/standin/try.py --dir $(TRY_DIR) --device $(DEVICE)$(if $(CMD), --cmd '$(subst ','"'"',$(CMD))')
 
 .PHONY: video
 video: image ## record env 0 of CHECKPOINT (default: RUN's newest) into RUN/videos/*.mp4

@@ -69,3 +69,29 @@ def test_the_stand_in_page_banner_is_only_for_stand_in_runs():
     real = render(summary=[["Isaac Gym", "1.0rc4"]], **kwargs)
     stood_in = render(summary=[["Isaac Gym", "0+stand-in (pinned: 1.0rc4)"]], **kwargs)
     assert BANNER not in real and stood_in.count(BANNER) == 1
+
+
+def test_make_try_cmd_runs_a_users_command_over_the_kept_site(tmp_path):
+    """#81 item 1: make try CMD="mapush ..." runs that command over real MQE and the stand-in
+    on the CPU, its variant recorded; the patched OpenRL/HARL is built once and kept (a
+    second call reuses it), and the command is labelled as the tour is."""
+    if not MAPUSH_SRC:
+        pytest.skip(NO_SRC)
+    config = tmp_path / "small.yaml"
+    config.write_text("episode_length: 20\n")
+    run = tmp_path / "run"
+    cmd = ("mapush train --set task.env.episode_length_s=5 --num-envs 2 --steps 40 --config "
+           "%s --run-dir %s" % (config, run))
+    proc = make_try(tmp_path, tmp_path / "unused", "--cmd", cmd)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "patching OpenRL and HARL" in proc.stderr
+    assert proc.stderr.count("no number it prints is a result of MAPush") == 2
+    record = json.loads((run / "config.json").read_text())
+    assert record["spec"]["task_sets"] == {"env.episode_length_s": 5}
+    assert record["spec"]["sim_device"] == "cpu"  # added: make try runs on the CPU
+    assert record["provenance"]["versions"]["isaacgym"] == "0+stand-in"
+    again = make_try(tmp_path, tmp_path / "unused", "--cmd", "mapush runs %s" % tmp_path)
+    assert again.returncode == 0 and "patching OpenRL and HARL" not in again.stderr
+    assert "run " in again.stdout and "1 run(s)" in again.stdout, again.stdout
+    bad = make_try(tmp_path, tmp_path / "unused", "--cmd", "python -c 'print(1)'")
+    assert bad.returncode == 2 and "give a mapush command" in bad.stderr

@@ -8,15 +8,19 @@ commands and of what a run writes, without a GPU, Docker or the Isaac Gym tarbal
 it shows is a result of MAPush: each run records Isaac Gym ``0+stand-in`` in its
 config.json, and each report carries a banner that says so.
 
-usage: python tests/standin/try.py [--dir runs/try] [--no-open]
+usage: python tests/standin/try.py [--dir runs/try] [--no-open] [--device cuda:0]
+       python tests/standin/try.py --cmd "mapush train --set task.env.episode_length_s=10"
 
 Needs the test venv (``make venv``) and MAPush at the pin (``MAPUSH_SRC``; ``make try``
-fetches it into build/ as ``make test`` does). The prepared tree is kept in build/try/; the
+fetches it into build/ as ``make test`` does). The prepared tree and the patched OpenRL and
+HARL (rebuilt when a patch changes) are kept in build/try/; ``--cmd`` runs any ``mapush``
+command over them instead of the tour (``make try CMD=...``). The
 runs go to ``--dir``, and a second ``make try`` with the same folder resumes or skips what
 is done (the pipeline's record). Exit status: the pipeline's, then the reports'; 2 for bad
 input."""
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,18 +33,21 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO))
 from tests.upstream import build_patched_site  # noqa: E402
 
-# Small enough for minutes on two cores: 4 PPO updates of the mid level, 2 of the high level,
-# and episodes of 10 s and 30 s instead of MQE's 20 s and 160 s (recorded in each run's spec).
-MID = {"episode_length": 40, "ppo_epoch": 2}
+# Small enough for minutes on two cores: 12 short PPO updates of the mid level (a curve of 12
+# points in its report), 2 of the high level, and episodes of 10 s and 30 s instead of MQE's
+# 20 s and 160 s (recorded in each run's spec).
+MID = {"episode_length": 20, "ppo_epoch": 2, "log_interval": 1}
+MID_UPDATES = 12
 UPPER = {"episode_length": 10, "ppo_epoch": 1}
 EPISODE_S = {"--set": 10, "--upper-set": 30}
 
 
-def pipeline_options(envs):
+def pipeline_options(envs, device="cpu"):
     """``mapush pipeline``'s options (docs/cli.md) for ``envs`` envs a level."""
     return ["--object", "cuboid", "--num-envs", envs, "--upper-num-envs", envs, "--mid-steps",
-            envs * MID["episode_length"] * 4, "--upper-steps", envs * UPPER["episode_length"] * 2,
-            "--eval-envs", envs, "--sim-device", "cpu", "--rl-device", "cpu"] + [
+            envs * MID["episode_length"] * MID_UPDATES, "--upper-steps",
+            envs * UPPER["episode_length"] * 2, "--eval-envs", envs, "--sim-device", device,
+            "--rl-device", device] + [
                 a for option, seconds in EPISODE_S.items()
                 for a in (option, "task.env.episode_length_s=%d" % seconds)]
 BANNER = ("make try: over the tests' Isaac Gym stand-in (tests/standin: MAPush's real MQE in "
@@ -64,6 +71,41 @@ def run(argv, env):
             continue
 
 
+def patched_site(work):
+    """OpenRL and HARL patched as the image patches them, in ``work``/upstream: built once,
+    and again when a patch, or what it patches, changes (a stamp of their hashes)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "patches").rglob("*")) + [REPO / "env" / "pins.env"]:
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    base = Path(work) / "upstream"
+    stamp = base / ".stamp"
+    if not (stamp.is_file() and stamp.read_text() == digest.hexdigest()):
+        print("make try: patching OpenRL and HARL into %s (once; again when a patch changes)"
+              % base, file=sys.stderr, flush=True)
+        shutil.rmtree(str(base), ignore_errors=True)
+        build_patched_site(base)
+        stamp.write_text(digest.hexdigest())
+    return {"site": base / "site", "records": base / "records"}
+
+
+def command(words, device):
+    """``mapush ARGS`` as this Python runs it, on ``device`` unless ARGS name one (where
+    the command takes --sim-device)."""
+    from mapush.cli import build_parser
+
+    if not words or words[0] != "mapush":
+        raise SystemExit(fail("CMD %r: give a mapush command, e.g. CMD=\"mapush train "
+                              "--steps 4000\"" % " ".join(words)))
+    sub = build_parser().commands.get(words[1] if len(words) > 1 else "")  # type: ignore
+    takes = sub is not None and any("--sim-device" in a.option_strings for a in sub._actions)
+    given = any(w.split("=")[0] in ("--sim-device", "--rl-device") for w in words)
+    return [sys.executable, "-m", "mapush"] + words[1:] + (
+        ["--sim-device", device, "--rl-device", device] if takes and not given else [])
+
+
 def environment(tree, site, records):
     """The contract of tests/standin/prepare_tree.py, as tests/conftest.py's real_env."""
     return dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (site, HERE, tree, REPO)),
@@ -78,6 +120,11 @@ def main(argv=None):
     parser.add_argument("--work", default=str(REPO / "build" / "try"),
                         help="where the prepared MAPush tree is kept (default: %(default)s)")
     parser.add_argument("--no-open", action="store_true", help="do not open the report")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda:0: the tour on a GPU "
+                        "(default: %(default)s)")
+    parser.add_argument("--cmd", default="", help="instead of the tour, this mapush command "
+                        "over the stand-in, e.g. \"mapush train --steps 4000\" (on --device "
+                        "unless it names one)")
     args = parser.parse_args(argv)
     src = os.environ.get("MAPUSH_SRC")
     if not src or not Path(src, "mqe").is_dir():
@@ -85,7 +132,12 @@ def main(argv=None):
                     "commit in env/pins.env, or let make try fetch it (it needs the network)"
                     % (os.environ.get("MAPUSH_SRC_MISSING") or "MAPUSH_SRC=%s" % (src or "")))
     out = Path(args.dir)
-    if out.exists() and not (out / "pipeline.json").is_file():
+    if args.cmd:
+        try:
+            cmd = command(shlex.split(args.cmd), args.device)
+        except ValueError as exc:
+            return fail("CMD %r: %s; quote it as a shell would" % (args.cmd, exc))
+    elif out.exists() and not (out / "pipeline.json").is_file():
         return fail("--dir %s exists and holds no make try of before (no pipeline.json); pass "
                     "another --dir: make try writes only into its own folder" % out)
     print(BANNER, file=sys.stderr, flush=True)
@@ -95,20 +147,27 @@ def main(argv=None):
     prepared = subprocess.run([sys.executable, str(HERE / "prepare_tree.py"), src, str(tree)])
     if prepared.returncode != 0:
         return fail("could not prepare the MAPush tree in %s (above)" % tree)
+    site = patched_site(args.work)
     with tempfile.TemporaryDirectory(prefix="mapush-try-") as tmp:
-        site = build_patched_site(Path(tmp))
         records = Path(tmp) / "records-all"
         records.mkdir()
         for record in list(site["records"].glob("*.json")) + \
                 list((tree / ".mapush-patches").glob("*.json")):
             shutil.copyfile(str(record), str(records / record.name))
         env = environment(tree, site["site"], records)
+        if args.device != "cpu":
+            env.pop("CUDA_VISIBLE_DEVICES")
+        if args.cmd:
+            code = run(cmd, env)
+            print(BANNER, file=sys.stderr)
+            return code
         configs = []
         for name, values in (("mid", MID), ("upper", UPPER)):
             path = Path(args.work) / ("%s.yaml" % name)  # kept: the pipeline records its path
             path.write_text("".join("%s: %s\n" % item for item in values.items()))
             configs.append(path)
-        code = run([sys.executable, "-m", "mapush", "pipeline"] + pipeline_options(args.envs) +
+        code = run([sys.executable, "-m", "mapush", "pipeline"] + pipeline_options(
+            args.envs, args.device) +
                    ["--config", configs[0], "--upper-config", configs[1], "--dir", out], env)
         if code != 0:
             return code
