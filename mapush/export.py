@@ -18,6 +18,7 @@ from mapush.checkpoints.command_net import resolve_command_net
 from mapush.checkpoints.policy import checkpoint_sha256, kind, load_module, module_path
 from mapush.checkpoints.source import RUN_CONFIG, describe, refuse_inside_run, resolve
 from mapush.common import outputs
+from mapush.common.files import read_regular
 from mapush.common.atomic import write_bytes, write_json, write_text
 from mapush.common.hashing import sha256
 from mapush.diagnostics.doctor import require_devices
@@ -136,19 +137,35 @@ def layout(task: str, obs_dim: int) -> Dict[str, Any]:
                   action=dict(spec["action"], names=_rows(spec["action"]["names"])))
 
 
+STOOD_IN = "STANDIN.json"  # a tree prepared for the stand-in lists the files it stood in
+
+
 def _locomotion(folder: Path) -> Dict[str, Any]:
+    """The locomotion files, copied; a file the tree's STANDIN.json lists (with its sha256)
+    as stood in is said to be the stand-in's, never walk-these-ways."""
     spec = LAYOUT["locomotion"]
     source, files = mapush_root() / spec["folder"], {}  # type: Path, Dict[str, Any]
+    try:
+        mark = json.loads(read_regular(mapush_root() / STOOD_IN))
+    except (OSError, ValueError):
+        mark = {}
     (folder / "locomotion").mkdir()
     for name in spec["files"]:
         if (source / name).is_file():
             shutil.copy2(str(source / name), str(folder / "locomotion" / name))
             files[name] = {"sha256": sha256(folder / "locomotion" / name)}
+            rel = "%s/%s" % (spec["folder"], name)
+            if rel in (mark.get("stood_in") or {}) and \
+                    (mark.get("sha256") or {}).get(rel) == files[name]["sha256"]:
+                files[name]["stand_in"] = mark["stood_in"][rel]
         else:
             files[name] = {"missing": str(source / name)}
             print("mapush export: warning: %s is missing; the export lacks it"
                   % (source / name), file=sys.stderr)
-    return _cited(spec, files=files)
+    stood_in = [name for name, f in files.items() if "stand_in" in f]
+    return _cited(spec, files=files, **({"stand_in": "%s: the Isaac Gym stand-in's, not "
+                                         "walk-these-ways" % ", ".join(stood_in)}
+                                        if stood_in else {}))
 
 
 class Stopped(Exception):
@@ -250,6 +267,9 @@ def export(args: argparse.Namespace, sup: Optional[Supervisor] = None) -> Dict[s
         write_json(partial / "policy.json", record)
         write_text(partial / "README.md", (HERE / "templates" / "export_README.md").read_text()
                    .format(task=task, object=record["object"], first=nets[0][0], obs=obs_dim,
+                           locomotion="walk-these-ways" if "stand_in" not in record["locomotion"]
+                           else "**not walk-these-ways** but the Isaac Gym stand-in's body (%s)"
+                           % record["locomotion"]["stand_in"].split(":")[0],
                            period=LAYOUT["control"]["period_s"], chain=LAYOUT["chain"]["readme"]
                            if task == UPPER else ""))
         _check(sup)

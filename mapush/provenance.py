@@ -47,6 +47,21 @@ def installed_versions() -> Dict[str, str]:
     return versions
 
 
+def world(versions: Dict[str, Any]) -> str:
+    """``stand-in`` where the recorded Isaac Gym is the tests' stand-in (tests/standin,
+    make try, make image-check), else ``isaacgym``: what a run's numbers come from."""
+    return "stand-in" if "stand" in str(versions.get("isaacgym", "")) else "isaacgym"
+
+
+def world_note() -> str:
+    """What a run's TensorBoard text says of the Isaac Gym its numbers come from."""
+    version = installed_versions().get("isaacgym", "(not installed)")
+    if world({"isaacgym": version}) == "stand-in":
+        return ("Isaac Gym: the tests' stand-in %s (no PhysX): no number of this run is a "
+                "result of MAPush" % version)
+    return "Isaac Gym %s" % version
+
+
 # What a complete record holds (docker/check_stack.py checks the same stack in the image).
 PIN_KEYS = ("MAPUSH_COMMIT", "HARL_COMMIT", "OPENRL_VERSION", "TORCH_VERSION",
             "ISAACGYM_VERSION", "PYTHON_VERSION")

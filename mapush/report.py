@@ -2,13 +2,15 @@
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
 
-from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run
+from mapush.checkpoints.source import SUCCESS_FILE, parse_success_rate, refuse_inside_run, \
+    run_settings
 from mapush.common import outputs
 from mapush.common.atomic import write_text
 from mapush.common.files import read_regular
@@ -132,7 +134,7 @@ def build(run: Path, out: Path) -> Path:
         draw_eval(plt, out / "eval.png", records, their_table)
 
     videos = sorted((run / "videos").glob("*.mp4")) if (run / "videos").is_dir() else []
-    summary = run_summary(run_config)
+    summary = run_summary(run_config, run)
     try:  # which of MQE's step graphs the run replayed (mapush/envs/step_record.py)
         summary.append(["MQE's step", json.loads(read_regular(run / STEP_RECORD))["line"]])
     except (OSError, ValueError, KeyError, TypeError):
@@ -168,10 +170,13 @@ def _pinned(pin: Optional[str], installed: Optional[str]) -> Optional[str]:
     return "%s (pinned: %s)" % (installed, pin)
 
 
-def run_summary(run_config: Dict[str, Any]) -> List[List[Any]]:
+def run_summary(run_config: Dict[str, Any], run: Optional[Path] = None) -> List[List[Any]]:
     """The Run table: what config.json recorded. Versions as installed (the pin beside where
-    they differ); the first start's envs and steps, then each resume's."""
+    they differ); the first start's envs and steps, then each resume's; the command and
+    every setting the run changed (its trainer's, its task's)."""
     spec = run_config.get("spec", {})
+    command = run_config.get("command")
+    settings = run_settings(run, spec) if run is not None else {}
     provenance = run_config.get("provenance", {})
     pins, versions = provenance.get("pins", {}), provenance.get("versions", {})
     patches = ["%s: %s" % (r.get("component"), ", ".join(p.get("name", "?")
@@ -181,6 +186,10 @@ def run_summary(run_config: Dict[str, Any]) -> List[List[Any]]:
     start = run_config.get("start") or (None if resumes else spec)
     rows = [["algorithm", spec.get("algo")], ["task", spec.get("task")],
             ["object", spec.get("object")], ["seed", spec.get("seed")],
+            ["command", " ".join(shlex.quote(str(a)) for a in ["mapush"] + list(command[1:]))
+             if isinstance(command, list) and command else None],
+            ["settings changed", "; ".join("%s=%s" % item for item in settings.items())
+             or "none: the shipped trainer config and MQE's task config"],
             ["started", "%s envs, --steps %s (%s)" % (start.get("num_envs"), start.get("steps"),
                                                       run_config.get("created"))
              if start else "%s (its envs and steps were not recorded before the first resume)"

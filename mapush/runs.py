@@ -7,19 +7,21 @@ import fcntl
 import json
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List
 
-from mapush.checkpoints.source import RUN_CONFIG
+from mapush.checkpoints.source import RUN_CONFIG, run_settings
 from mapush.checkpoints.store import latest_checkpoint
 from mapush.common.files import read_regular
 from mapush.common.phases import read_phases
 from mapush.envs.step_record import STEP_RECORD, short
 from mapush.errors import UsageError
+from mapush.provenance import world
 from mapush.eval import read_evaluated
 from mapush.run.crash import PHASE_LOG
 from mapush.run.lock import LOCK_FILE
 
-COLUMNS = ("run", "task", "object", "algo", "steps", "checkpoint", "state", "graphs", "success")
+COLUMNS = ("run", "task", "object", "algo", "steps", "checkpoint", "state", "graphs", "success",
+           "world", "variant")
 
 
 def locked(run: Path) -> bool:
@@ -41,7 +43,8 @@ def row(run: Path, root: Path) -> List[Any]:
         return _row(run, root)
     except (OSError, ValueError, TypeError, KeyError, OverflowError) as exc:
         print("mapush runs: %s: damaged record (%s)" % (run, exc), file=sys.stderr)
-        return [run.relative_to(root), "-", "-", "-", "-", "-", "damaged record", "-", "-"]
+        return [run.relative_to(root), "-", "-", "-", "-", "-", "damaged record", "-", "-", "-",
+                "-"]
 
 
 def _json(path: Path) -> Any:
@@ -51,7 +54,8 @@ def _json(path: Path) -> Any:
 def _row(run: Path, root: Path) -> List[Any]:
     """Running (its lock is held), done (its target reached), stopped (the child ended its
     loop), else crashed; the success rate of eval.jsonl's last line."""
-    spec = _json(run / RUN_CONFIG)["spec"]
+    record = _json(run / RUN_CONFIG)
+    spec = record["spec"]
     if not isinstance(spec, dict):
         raise TypeError("its spec is %s, not an object" % type(spec).__name__)
     target = int(spec.get("steps") or 1)
@@ -66,7 +70,14 @@ def _row(run: Path, root: Path) -> List[Any]:
         graphs = "-"
     return [run.relative_to(root), spec.get("task"), spec.get("object"), spec.get("algo"),
             "%d/%d" % (step, target), latest[1].name if latest else "-", state, graphs,
-            "-" if success is None else "%.3f" % float(success)]
+            "-" if success is None else "%.3f" % float(success),
+            world((record.get("provenance") or {}).get("versions") or {}), variant(run, spec)]
+
+
+def variant(run: Path, spec: Dict[str, Any]) -> str:
+    """A short form of :func:`run_settings`; ``-`` for none."""
+    text = " ".join("%s=%s" % item for item in run_settings(run, spec).items())
+    return (text[:57] + "...") if len(text) > 60 else text or "-"
 
 
 def main(args: argparse.Namespace) -> int:

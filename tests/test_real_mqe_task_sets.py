@@ -108,6 +108,28 @@ def test_a_reward_scale_and_the_episode_length_reach_the_run_and_its_record(real
     assert record(scaled_run)["spec"]["task_sets"] == {
         "rewards.scales.target_reward_scale": 0.0065}
     assert record(plain_run)["spec"]["task_sets"] is None
+    # #81: the values trained with, beside task/config.py (which still holds MQE's 0.00325)
+    applied = json.loads((scaled_run / "task" / "applied.json").read_text())
+    assert applied["rewards"]["scales"]["target_reward_scale"] == 0.0065
+    assert not (plain_run / "task" / "applied.json").exists()
+    # ...and in mapush runs (a short form, and the world it ran in) and in the report
+    listed = run_mapush(["runs", tmp_path], real_env(real_mqe), cwd=tmp_path)
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()}
+    assert rows["scaled"].endswith(" stand-in  episode_length=20 ppo_epoch=1 "
+                                   "task.rewards.scales.target_..."), rows  # (cut at 60)
+    assert rows["plain"].endswith(" stand-in  episode_length=20 ppo_epoch=1"), rows
+    page = run_mapush(["report", scaled_run], real_env(real_mqe), cwd=tmp_path)
+    assert page.returncode == 0, page.stderr[-3000:]
+    html = (scaled_run / "report" / "index.html").read_text()
+    assert "task.rewards.scales.target_reward_scale=0.0065" in html and "ppo_epoch=1" in html
+    assert "mapush train --object cuboid --num-envs" in html  # the command, as recorded
+    # TensorBoard's text tab says which Isaac Gym the numbers come from
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(scaled_run / "logs"), size_guidance={"tensors": 0})
+    events.Reload()
+    text = events.Tensors("mapush/isaacgym/text_summary")[0].tensor_proto.string_val[0]
+    assert b"stand-in" in text and b"no number of this run is a result of MAPush" in text
     # the same seed, so the same actions over the first rollout: the term doubles exactly,
     # the others stay
     first = lambda tags, tag: tags[tag][0][1]  # noqa: E731

@@ -5,6 +5,9 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+import yaml
+
+from mapush.common.files import read_regular
 from mapush.errors import UsageError
 from mapush.trainers import DEFAULT_ALGO
 from mapush.objects import read_object_name
@@ -13,7 +16,9 @@ from mapush.checkpoints.store import checkpoints_dir, latest_checkpoint, list_ch
     passed_over, read_meta, refuse_damaged
 
 RUN_CONFIG = "config.json"
+OVERRIDES = "overrides.yaml"  # the run's copy of --config and --set (OpenRL reads only *.yaml)
 OBJECT_CONFIG = Path("task") / "config.py"  # the run's object config, as upstream keeps it
+APPLIED = Path("task") / "applied.json"  # that config as the env got it, --set task.* applied
 SUCCESS_FILE = "success_rate.txt"
 _UPSTREAM_NAME = re.compile(r"^rl_model_(\d+)_steps$")
 
@@ -168,3 +173,21 @@ def parse_success_rate(text: str) -> Dict[int, Dict[str, float]]:
                 with suppress(ValueError):
                     table[step][key] = float(line.split(":", 1)[1])
     return {s: figures for s, figures in table.items() if "success_rate" in figures}
+
+
+def run_settings(run: Path, spec: Dict[str, Any]) -> Dict[str, str]:
+    """What a run changed, ``{key: value as JSON}`` sorted: its trainer settings over the
+    shipped config (``--config`` and ``--set``, as its overrides.yaml holds them), then its
+    ``--set task.*`` (config.json's ``spec.task_sets``) as ``task.KEY``."""
+    def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
+        if not isinstance(tree, dict):
+            return {prefix[:-1]: tree} if prefix else {}
+        return {k: v for key, value in tree.items() for k, v in flat(value, "%s%s." % (
+            prefix, key)).items()}
+
+    try:
+        trainer = flat(yaml.safe_load(read_regular(Path(run) / OVERRIDES)) or {})
+    except (OSError, ValueError, yaml.YAMLError):
+        trainer = {}
+    trainer.update(("task." + k, v) for k, v in (spec.get("task_sets") or {}).items())
+    return {key: json.dumps(value) for key, value in sorted(trainer.items())}

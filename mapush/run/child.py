@@ -9,6 +9,7 @@ from mapush.errors import MapushError
 from mapush.proc import signal_name, stop_signals
 from mapush.common import phases
 from mapush.common.atomic import DISK_FULL, write_json
+from mapush.checkpoints.source import APPLIED
 from mapush.checkpoints.store import read_meta
 from mapush.run.context import RunContext, StopFlag
 from mapush.run import ranks
@@ -20,7 +21,7 @@ from mapush.spec import RunSpec
 def run(config_path: str, stop: StopFlag) -> int:
     phases.mark("start")
     job = json.loads(Path(config_path).read_text())
-    spec, _rank = ranks.join(RunSpec.from_dict(job["spec"]))
+    spec, rank = ranks.join(RunSpec.from_dict(job["spec"]))
     from mapush import sim
 
     if "task_config_to" in job:  # no run: mapush train --print-config, or its --set task.* check
@@ -29,6 +30,8 @@ def run(config_path: str, stop: StopFlag) -> int:
     sim.headless_figures(Path(spec.run_dir) / "figures")
     sim.import_isaacgym()  # before anything imports torch
     ranks.start(spec)
+    if rank == 0 and spec.task_sets:  # config.py no longer says it all: the task config as
+        write_json(Path(spec.run_dir) / APPLIED, sim.task_config(spec))  # the env gets it
     ctx = RunContext(spec, stop=stop)
     if spec.resume:
         ctx.resume_path = Path(spec.resume)

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from mapush import schema, trainers
 from mapush.checkpoints.policy import checkpoint_sha256, lenient_load
-from mapush.checkpoints.source import OBJECT_CONFIG, RUN_CONFIG
+from mapush.checkpoints.source import OBJECT_CONFIG, OVERRIDES, RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint, read_meta
 from mapush.common.atomic import DISK_FULL, writable, write_json, write_text
 from mapush.common.clock import now
@@ -56,9 +56,6 @@ def stage_object_config(spec: RunSpec) -> Tuple[RunSpec, Dict[str, Any]]:
     source = Path(spec.object_config) if spec.object_config else object_config_path(spec.object)
     copy, record = _stage(spec, source, OBJECT_CONFIG)
     return spec.with_changes(object_config=str(copy)), record
-
-
-OVERRIDES = "overrides.yaml"  # the run's copy of --config (OpenRL reads only *.yaml)
 
 
 def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool

@@ -14,6 +14,7 @@ from mapush.common.atomic import write_json
 from mapush.checkpoints import unpickle
 from mapush.checkpoints.store import atomic_checkpoint
 from mapush.run.context import RunContext, start_wandb, training_videos
+from mapush.provenance import world_note
 from mapush.run import ranks
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
@@ -281,6 +282,7 @@ def train(ctx: RunContext) -> int:
     runner.envs.videos = training_videos(spec, runner.envs.env, start_step)
     runner.envs.stats.episodes_before = int(ctx.resume_meta.get("episodes", 0))
     writer = runner.writter
+    writer.add_text("mapush/isaacgym", world_note(), 0)
     logger = runner.logger
     logger.steps_before, logger.episode_base = start_step, start_update
     logger.ranks = ranks.world()

@@ -25,6 +25,7 @@ from mapush.common.atomic import write_json
 from mapush.checkpoints.store import atomic_checkpoint, checkpoints_dir
 from mapush.run.context import PROGRESS_FILE, RunContext, report_progress, start_wandb, \
     training_videos
+from mapush.provenance import world_note
 from mapush.run import ranks
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.spec import RunSpec
@@ -63,6 +64,7 @@ class RunLogger(Logger):
             root.handlers[0].addFilter(lambda record: not record.getMessage().startswith("step "))
         root.setLevel(logging.INFO)
         self.writter = SummaryWriter(self.log_dir)
+        self.writter.add_text("mapush/isaacgym", world_note(), 0)
         self.progress, self.success = open(str(run_dir / PROGRESS_FILE), "a"), None
         if self.use_wandb:
             start_wandb(self.spec, plain_config(self.cfg))
