@@ -82,6 +82,9 @@ def variant(run: Path, spec: Dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     root = Path(args.dir)
+    if args.dir == "runs" and not root.exists():  # before the first run: nothing to list
+        print("0 run(s): no runs/ folder here yet (mapush train makes it)")
+        return 0
     if not root.is_dir():
         raise UsageError("DIR %s: no such folder (runs are written under runs/ by default)"
                          % root)

@@ -370,8 +370,14 @@ def test_the_export_is_checked_on_a_rollout_where_mqe_runs(real_mqe, tmp_path, r
     proc = run_mapush(["export", "--checkpoint", real_mqe["tree"] / rel, "--out", out] + CPU,
                       real_env(real_mqe), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    networks = json.loads((out / "policy.json").read_text())["networks"]
+    record = json.loads((out / "policy.json").read_text())
+    networks = record["networks"]
     assert networks["policy"]["parity"]["rollout"] == rollout
+    # #81: the prepared tree's body is the stand-in's, and the export says so
+    assert record["locomotion"]["stand_in"].startswith("body_latest.jit: the Isaac Gym stand-in")
+    assert "stand_in" in record["locomotion"]["files"]["body_latest.jit"]
+    assert "**not walk-these-ways** but the Isaac Gym stand-in's body" in \
+        (out / "README.md").read_text()
     if "command_net" in stems:
         assert "inside" in networks["command_net"]["parity"]["rollout"]
 

@@ -64,8 +64,10 @@ def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
     assert before == after  # not even a lock file was made
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["run", "task", "object", "algo", "steps", "checkpoint", "state",
-                                "graphs", "success"]
-    found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:] for line in lines[1:-1]}
+                                "graphs", "success", "world", "variant"]
+    # (#81: the world and variant columns last; a record without provenance: isaacgym)
+    assert all(line.split()[-2:] in (["isaacgym", "-"], ["-", "-"]) for line in lines[1:-1])
+    found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:-2] for line in lines[1:-1]}
     assert found["done"] == ["go1push_mid", "cuboid", "ppo", "400/400", "rl_model_400_steps",
                              "done", "07+08+09", "0.750"]
     # step.json (mapush/envs/step_record.py): which of MQE's step graphs the run replayed
@@ -82,7 +84,7 @@ def test_runs_lists_each_run_with_its_state_and_writes_nothing(tmp_path):
     time.sleep(0.2)
     proc = run_mapush(["runs", "runs/go1push_mid"], env=double_env(), cwd=tmp_path)
     assert [line for line in proc.stdout.splitlines()
-            if "running" in line.split()[0]][0].split()[-3] == "crashed"
+            if "running" in line.split()[0]][0].split()[-5] == "crashed"
 
 
 def test_one_damaged_run_is_one_line_and_the_others_are_listed(tmp_path):
@@ -109,7 +111,7 @@ def test_one_damaged_run_is_one_line_and_the_others_are_listed(tmp_path):
     proc = run_mapush(["runs"], env=double_env(), cwd=tmp_path, timeout=60)
     assert time.monotonic() - started < 30
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:]
+    found = {line.split()[0].rsplit("/", 1)[-1]: line.split()[1:-2]  # (world, variant)
              for line in proc.stdout.splitlines()[1:-1]}
     assert found["good"][3:] == ["400/400", "rl_model_400_steps", "done", "-", "0.500"]
     damaged = ["spec-is-5", "steps-abc", "steps-inf", "success-text", "fifo-config"]
@@ -129,3 +131,6 @@ def test_runs_of_a_missing_folder_is_one_line(tmp_path):
     error = one_error(run_mapush(["runs", tmp_path / "nowhere"], env=double_env(), cwd=tmp_path))
     assert error == "error: DIR %s: no such folder (runs are written under runs/ by default)" \
         % (tmp_path / "nowhere")
+    # #81: before the first run, the default folder's absence is an empty list, not an error
+    proc = run_mapush(["runs"], env=double_env(), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("0 run(s)"), proc.stdout + proc.stderr
