@@ -71,23 +71,28 @@ def run(argv, env):
             continue
 
 
-def patched_site(work):
-    """OpenRL and HARL patched as the image patches them, in ``work``/upstream: built once,
-    and again when a patch, or what it patches, changes (a stamp of their hashes)."""
+def site_stamp():
+    """The sha256 of the patches and the pins: a kept site built from others is rebuilt."""
     import hashlib
 
     digest = hashlib.sha256()
     for path in sorted((REPO / "patches").rglob("*")) + [REPO / "env" / "pins.env"]:
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def patched_site(work):
+    """OpenRL and HARL patched as the image patches them, in ``work``/upstream: built once,
+    and again when a patch, or what it patches, changes (a stamp of their hashes)."""
     base = Path(work) / "upstream"
     stamp = base / ".stamp"
-    if not (stamp.is_file() and stamp.read_text() == digest.hexdigest()):
+    if not (stamp.is_file() and stamp.read_text() == site_stamp()):
         print("make try: patching OpenRL and HARL into %s (once; again when a patch changes)"
               % base, file=sys.stderr, flush=True)
         shutil.rmtree(str(base), ignore_errors=True)
         build_patched_site(base)
-        stamp.write_text(digest.hexdigest())
+        stamp.write_text(site_stamp())
     return {"site": base / "site", "records": base / "records"}
 
 
@@ -108,7 +113,8 @@ def command(words, device):
 
 def environment(tree, site, records):
     """The contract of tests/standin/prepare_tree.py, as tests/conftest.py's real_env."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (site, HERE, tree, REPO)),
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (
+        site, HERE, tree, REPO, os.environ.get("PYTHONPATH", "")) if p),
                 MAPUSH_ROOT=str(tree), MAPUSH_PATCH_RECORDS=str(records), PYTHONUNBUFFERED="1",
                 CUDA_VISIBLE_DEVICES="")
 
