@@ -9,6 +9,7 @@ import yaml
 
 from mapush.common.files import read_regular
 from mapush.errors import UsageError
+from mapush.schema import flat
 from mapush.trainers import DEFAULT_ALGO
 from mapush.objects import read_object_name
 from mapush.checkpoints.policy import HARL_ACTOR, MODULE_FILE
@@ -179,15 +180,11 @@ def run_settings(run: Path, spec: Dict[str, Any]) -> Dict[str, str]:
     """What a run changed, ``{key: value as JSON}`` sorted: its trainer settings over the
     shipped config (``--config`` and ``--set``, as its overrides.yaml holds them), then its
     ``--set task.*`` (config.json's ``spec.task_sets``) as ``task.KEY``."""
-    def flat(tree: Any, prefix: str = "") -> Dict[str, Any]:
-        if not isinstance(tree, dict):
-            return {prefix[:-1]: tree} if prefix else {}
-        return {k: v for key, value in tree.items() for k, v in flat(value, "%s%s." % (
-            prefix, key)).items()}
-
     try:
-        trainer = flat(yaml.safe_load(read_regular(Path(run) / OVERRIDES)) or {})
+        tree = yaml.safe_load(read_regular(Path(run) / OVERRIDES))
     except (OSError, ValueError, yaml.YAMLError):
-        trainer = {}
+        tree = None
+    trainer = {key: value for key, value in flat(tree).items() if not isinstance(value, dict)} \
+        if isinstance(tree, dict) else {}
     trainer.update(("task." + k, v) for k, v in (spec.get("task_sets") or {}).items())
     return {key: json.dumps(value) for key, value in sorted(trainer.items())}

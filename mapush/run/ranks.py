@@ -6,6 +6,7 @@ done about each: docs/cli.md, ``--gpus``."""
 import argparse
 import glob
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -85,11 +86,11 @@ def join(spec: RunSpec) -> Tuple[RunSpec, int]:
     """In a rank, before Isaac Gym or torch is imported: ``(the rank's spec, rank)``. A rank
     sees its own GPU only (as ``cuda:0``; Isaac Gym's Vulkan device indices follow), seeds
     ``seed + rank``, and writes into a scratch folder unless it is rank 0."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if world() <= 1:
         return spec, 0
     from mapush.proc import die_with_parent
 
-    die_with_parent(9)  # SIGKILL: torchrun gone, nobody would stop this rank
+    die_with_parent(signal.SIGKILL)  # torchrun gone, nobody would stop this rank
     rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     if spec.gpus:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(spec.gpus[local])
@@ -117,6 +118,13 @@ def rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def _device() -> str:
+    """Where a collective's own tensor lives: NCCL reduces only on the rank's GPU."""
+    import torch.distributed as dist
+
+    return "cuda" if dist.get_backend() == "nccl" else "cpu"
+
+
 def agree(stop: bool) -> bool:
     """Whether any rank was asked to stop (one all-reduce; no collective for one rank):
     every rank then ends after the same update."""
@@ -125,8 +133,7 @@ def agree(stop: bool) -> bool:
     import torch
     import torch.distributed as dist
 
-    flag = torch.tensor([1.0 if stop else 0.0],
-                        device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    flag = torch.tensor([1.0 if stop else 0.0], device=_device())
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item() > 0)
 
@@ -138,8 +145,7 @@ def summed(values: List[float]) -> List[float]:
     import torch
     import torch.distributed as dist
 
-    total = torch.tensor(values, dtype=torch.float64,
-                         device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    total = torch.tensor(values, dtype=torch.float64, device=_device())
     dist.all_reduce(total)
     return total.tolist()
 
