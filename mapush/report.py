@@ -209,7 +209,7 @@ def run_summary(run_config: Dict[str, Any], run: Optional[Path] = None) -> List[
     if isinstance(check, dict):
         rows.append(["fast-step check", "%s%s" % (check.get("line"), "" if check.get(
             "fast_step", True) else " (so this run trains with upstream's step: %s)"
-            % (check.get("set") or "its config's"))])
+            % (check.get("set") or "the spec's fast_step false"))])
     return rows
 
 

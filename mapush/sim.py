@@ -269,7 +269,8 @@ class _PhaseGym(object):
 def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optional[int] = None,
              fast_step: bool = True) -> Tuple[Any, Any]:
     """Create the MQE env of the spec: ``(env, env_cfg)`` as ``make_mqe_env`` returns them;
-    ``fast_step`` False (the ``--config`` key ``mqe_fast_step``) runs upstream's mid step."""
+    ``fast_step`` False (the ``--config`` key ``mqe_fast_step``), or a spec whose step check
+    failed (``spec.fast_step``), runs upstream's mid step."""
     import_isaacgym()
     from isaacgym import gymapi
 
@@ -285,7 +286,7 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
     args = build_args(spec, num_envs)
     env, env_cfg = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
         spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))
-    if not fast_step:  # the wrappers (patches/mapush/06, 07, 10, 12) and MQE's env (08)
+    if not (fast_step and spec.fast_step):  # the wrappers (patches/mapush/06, 07, 10, 12) and MQE's env (08)
         for layer in (env, getattr(env, "env", None)):
             if "fast_step" in getattr(layer, "__dict__", {}):
                 layer.fast_step = False

@@ -104,6 +104,9 @@ class RunSpec(SpecFile):
     # one rank a GPU of ``gpus`` over NCCL. A resume keeps them.
     ranks: int = 1
     gpus: Optional[List[int]] = None
+    # False where this machine's step check failed (mapush.run.train.check_step): MQE's step
+    # as upstream ships it, whatever the trainer config's mqe_fast_step says.
+    fast_step: bool = True
 
     @property
     def trainer(self) -> str:

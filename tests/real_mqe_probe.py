@@ -302,8 +302,9 @@ def case_trace(n, task, obj, device="cpu", steps=300, out=None, fast_step=None, 
     if fast_step is None:
         fast_step = os.environ.get("MAPUSH_PROBE_FAST_STEP") != "0"
     graph = graph or os.environ.get("MAPUSH_PROBE_GRAPH")
-    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3, device=device),
-                          fast_step=fast_step)
+    # off as a run whose step check failed has it: the spec's fast_step (run/train.py)
+    env, _ = sim.make_env(spec(task=task, obj=obj, num_envs=n, seed=3, device=device)
+                          .with_changes(fast_step=fast_step))
     if graph in ("emulate", "refuse", "eager"):  # patches/mapush/07, 08 and 09
         for layer in (env, env.env):
             if "graph_step" in vars(layer):

@@ -7,8 +7,8 @@ so that the code after a success runs too: over the stand-in no box is ever push
 
 Upstream's code is run twice: as upstream ships it with only the device patches 01-03
 (pristine MQE makes tensors on "cuda" and cannot run on a CPU pipeline at all), and as the
-patched tree with the switch off (``sim.make_env(..., fast_step=False)``, what the
-``--config`` key ``mqe_fast_step: false`` does)."""
+patched tree with the switch off (a spec whose ``fast_step`` is false, what a failed step
+check gives a run; the ``--config`` key ``mqe_fast_step: false`` is the same switch)."""
 import json
 import subprocess
 import sys

@@ -85,10 +85,9 @@ def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch)
     assert record["passed"] is False
     assert record["first_difference"]["array"] == "obs"
     assert record["first_difference"]["step"] == 0
-    # `mapush train`'s gate reads this machine's verdict: the run's fast step off, in the
-    # overrides.yaml the trainer reads (tests/test_real_mqe_train.py: the key runs upstream's
+    # `mapush train`'s gate reads this machine's verdict: the run's fast step off, in its
+    # spec, which sim.make_env reads (tests/test_real_mqe_equivalence.py: off is upstream's
     # step); the gate runs on GPUs, so device_index stands "cpu" in
-    from mapush import trainers
     from mapush.run import train
     from mapush.spec import RunSpec
 
@@ -101,7 +100,7 @@ def test_check_step_fails_on_a_broken_fast_step(real_mqe, tmp_path, monkeypatch)
     spec, step = train.check_step(spec, None, preflight=True)
     assert step["ran"] is True and step["passed"] is False and step["fast_step"] is False
     assert step["key"] == record["key"]  # the doctor's verdict, not a new check
-    assert trainers.config_value("ppo", spec.config, "mqe_fast_step") is False
+    assert spec.fast_step is False and spec.config is None
 
 
 # (the good case, the broken one, the wrapper's graph, the graph and replay that differ): the

@@ -1,8 +1,8 @@
 """Before a new run on a GPU, ``mapush train`` asks this machine's verdict on MQE's fast step
 (``mapush doctor --check-step``, cached per GPU, driver, torch, image and patches): the
 check runs the first time only, a failed verdict turns the fast step off for the run (its
-overrides.yaml sets the trainer's key false, which the trainer reads) and config.json says
-so. The check itself is tests/test_real_mqe_step_check.py."""
+spec's fast_step is false, which config.json records and a resume keeps) and config.json
+says so. The check itself is tests/test_real_mqe_step_check.py."""
 import json
 from pathlib import Path
 
@@ -95,19 +95,14 @@ def test_a_failed_verdict_turns_the_fast_step_off_and_the_run_records_it(
     err = capsys.readouterr().err
     assert "MQE's fast step is off for this run" in err and "dof_pos at step 3" in err
     assert record["fast_step"] is False and record["passed"] is False
-    assert record["set"] == "%s=false" % ".".join(path)
+    assert spec.fast_step is False
     config_path, spec = train.write_config(spec, None, record)
     written = json.loads(config_path.read_text())
-    assert written["step_check"] == record
+    assert written["step_check"] == record and written["spec"]["fast_step"] is False
     overrides = yaml.safe_load(Path(spec.config).read_text())
-    node = overrides
-    for part in path:
-        node = node[part]
-    assert node is False  # the key the trainer reads, in the run's own overrides.yaml
-    assert overrides.get("gamma", 0.98) == 0.98 and overrides.get("train", {}).get(
-        "episode_length", 8) == 8  # the user's own keys kept
-    from mapush import trainers
-    assert trainers.config_value(algo, spec.config, ".".join(path)) is False
+    assert overrides == yaml.safe_load(user.read_text())  # the user's config as they wrote it
+    from mapush.run.resume import recorded_spec
+    assert recorded_spec(written, Path(spec.run_dir)).fast_step is False  # a resume keeps it
 
 
 def test_no_check_where_it_cannot_matter_or_was_not_asked(checks, tmp_path):

@@ -28,7 +28,7 @@ from mapush.run import ranks
 from mapush.run.crash import PHASE_LOG, report_crash
 from mapush.run.lock import RunLock
 from mapush.run.resume import holds_run
-from mapush.spec import UPPER, RunSpec, config_with_sets
+from mapush.spec import UPPER, RunSpec
 
 UPPER_CONFIG = Path("mqe") / "envs" / "configs" / "go1_push_upper_config.py"
 
@@ -62,8 +62,8 @@ def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool
                ) -> Tuple[RunSpec, Dict[str, Any]]:
     """A new run on a GPU with MQE's fast step on (patches/mapush/06-12) runs it only where
     this machine's verdict on its level passed (``mapush doctor --check-step``, cached, run
-    here the first time). A failed verdict turns it off for the run, with the trainer's key
-    set false in its overrides.yaml; a verdict that could not be reached leaves it on. The
+    here the first time). A failed verdict turns it off for the run (``spec.fast_step``
+    false, kept by a resume); a verdict that could not be reached leaves it on. The
     record (config.json's ``step_check``) says which, and why."""
     key = trainers.FAST_STEP_KEY[spec.trainer]
     if not trainers.config_value(spec.algo, spec.config, key):
@@ -80,12 +80,11 @@ def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool
              "cache": verdict.get("cache"), "checked": verdict.get("checked"),
              "key": verdict.get("key")}
     if verdict.get("passed") is False:
-        spec = spec.with_changes(config=config_with_sets(spec.algo, spec.config,
-                                                         ["%s=false" % key]))
-        found.update(fast_step=False, set="%s=false" % key)
-        print("mapush: MQE's fast step is off for this run (%s=false, in its overrides.yaml): "
-              "on this machine %s; slower and right. `mapush doctor --check-step` rechecks"
-              % (key, said), file=sys.stderr)
+        spec = spec.with_changes(fast_step=False)
+        found.update(fast_step=False)
+        print("mapush: MQE's fast step is off for this run (its spec's fast_step is false, as "
+              "if %s=false): on this machine %s; slower and right. `mapush doctor --check-step` "
+              "rechecks" % (key, said), file=sys.stderr)
     elif verdict.get("passed") is None:
         print("mapush: warning: MQE's fast step could not be checked here (%s); it stays on"
               % verdict.get("error"), file=sys.stderr)
