@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import yaml
 
-from mapush import __version__, schema
+from mapush import __version__
 from mapush.checkpoints.command_net import PUBLISHED_COMMAND_NET, command_net_from_args
 from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
@@ -26,10 +26,10 @@ from mapush.run.resume import holds_run
 from mapush.run.train import train
 from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import check_path, config_with_sets, task_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
-    DEFAULT_STEPS, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
+    DEFAULT_STEPS, DEVICE, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
     check_upper_object, default_run_dir
 
-_DEVICE = re.compile(schema.SCHEMA["run"]["sim_device"]["pattern"])
+_DEVICE = re.compile(DEVICE)
 
 
 class _DefaultsFormatter(argparse.HelpFormatter):
@@ -198,7 +198,8 @@ def spec_from_file(path: str) -> Tuple[RunSpec, Optional[Dict[str, Any]]]:
     if not isinstance(options, dict):
         raise UsageError("--spec %s: holds %s, not a JSON object of options"
                          % (path, type(options).__name__))
-    schema.check("run", options, "--spec %s" % path)
+    RunSpec.check_fields({"use_wandb" if k == "wandb" else k: v for k, v in options.items()
+                          if v is not None}, "--spec %s" % path)
     parser = build_parser()
     actions = {a.dest: a for a in parser.commands["train"]._actions if a.dest not in SPEC_EXCLUDED}
     for key, value in sorted(options.items()):
@@ -260,7 +261,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
     config = str(Path(args.config).resolve()) if args.config else None
     config = config_with_sets(args.algo, config, getattr(args, "set", None) or [])
     ranks, gpus = ranks_from_args(args)
-    spec = RunSpec(
+    spec = RunSpec.from_dict(dict(
         algo=args.algo, task=args.task, object=obj,
         num_envs=args.num_envs or TRAIN_NUM_ENVS[args.task],
         steps=args.steps, seed=args.seed, run_dir=run_dir, sim_device=args.sim_device,
@@ -269,8 +270,7 @@ def spec_from_args(args: argparse.Namespace, given: Optional[Set[str]] = None
         config=config,
         use_wandb=args.wandb, object_config=object_config, init_from=init_from,
         command_net=command_net, task_sets=task_sets(getattr(args, "set", None) or []),
-        ranks=ranks, gpus=gpus)
-    schema.check("run", spec.to_dict(), "mapush train", options=True)
+        ranks=ranks, gpus=gpus), "mapush train", options=True)
     return spec, None
 
 

@@ -54,13 +54,20 @@ def check(section: str, values: Dict[str, Any], where: str, options: bool = Fals
         valid = model(section).model_validate({k.replace(".", "__"): v for k, v in known.items()})
         return {k: getattr(valid, k.replace(".", "__")) for k in known}
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"]).replace("__", ".")
-        means = MEANS.get((section, key))
-        message = "input should be " + means if means else error["msg"][0].lower() + \
-            error["msg"][1:]
-        raise UsageError("%s: %s %s: %s" % (where, "--" + key.replace("_", "-") if options
-                                            else key, repr(error["input"])[:60], message))
+        raise usage_error(exc, where, options, {
+            key: means for (name, key), means in MEANS.items() if name == section})
+
+
+def usage_error(exc: ValidationError, where: str, options: bool = False,
+                means: Optional[Dict[str, Optional[str]]] = None) -> UsageError:
+    """pydantic's first violation as one UsageError: where, the key (``--num-envs`` with
+    ``options``), the value and the rule (``means``: the words for a key's pattern)."""
+    error = exc.errors()[0]
+    key = ".".join(str(part) for part in error["loc"]).replace("__", ".")
+    said = (means or {}).get(key)
+    message = "input should be " + said if said else error["msg"][0].lower() + error["msg"][1:]
+    return UsageError("%s: %s %s: %s" % (where, "--" + key.replace("_", "-") if options
+                                         else key, repr(error["input"])[:60], message))
 
 
 def verbose() -> bool:

@@ -6,14 +6,17 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Type, TypeVar
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from typing_extensions import Annotated, Literal
 
 from mapush.common.files import read_regular
 from mapush.errors import UsageError
+from mapush.schema import usage_error
 
 MID, UPPER = "go1push_mid", "go1push_upper"
 TASKS = (MID, UPPER)
@@ -58,35 +61,62 @@ def check_upper_object(obj: str, object_config: Optional[str] = None) -> None:
                                                               obj, obj))
 
 
+DEVICE = r"^(cpu|cuda(:\d+)?)$"
+Device = Annotated[str, Field(pattern=DEVICE, description="cpu, cuda or cuda:N")]
+Count = Annotated[int, Field(ge=1)]
 SpecT = TypeVar("SpecT", bound="SpecFile")
 
 
-class SpecFile(object):
-    """A spec as the file that crosses a process boundary: JSON-ready, read back ignoring
-    keys it does not know (a newer writer's, or a caller's extra facts)."""
+class SpecFile(BaseModel):
+    """A spec as the file that crosses a process boundary: typed and checked by pydantic in
+    strict mode (``"200"`` is no integer), immutable, JSON-ready, read back ignoring keys it
+    does not know (a newer writer's, or a caller's extra facts)."""
+    model_config = ConfigDict(frozen=True, strict=True, extra="ignore", allow_inf_nan=False)
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return self.model_dump()
 
     @classmethod
-    def from_dict(cls: Type[SpecT], data: Dict[str, Any]) -> SpecT:
-        known = {f for f in cls.__dataclass_fields__}  # type: ignore[attr-defined]
-        return cls(**{k: v for k, v in data.items() if k in known})  # type: ignore[call-arg]
+    def from_dict(cls: Type[SpecT], data: Dict[str, Any], where: str = "spec",
+                  options: bool = False) -> SpecT:
+        """``data`` checked: a violation is one UsageError naming the key (as its option,
+        ``--num-envs``, with ``options``), the value and the rule."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise usage_error(exc, where, options, {
+                key: field.description for key, field in cls.model_fields.items()})
+
+    @classmethod
+    def check_fields(cls, values: Dict[str, Any], where: str) -> None:
+        """The keys of ``values`` that are fields, checked as :meth:`from_dict` checks them."""
+        known = {k: v for k, v in values.items() if k in cls.model_fields}
+        _fields(cls, tuple(sorted(known))).from_dict(known, where)
+
+    def with_changes(self: SpecT, **changes: Any) -> SpecT:
+        return type(self).model_validate(dict(self.model_dump(), **changes))
 
 
-@dataclass(frozen=True)
+@lru_cache(maxsize=None)
+def _fields(cls: Any, names: Tuple[str, ...]) -> Any:
+    return create_model(cls.__name__, __base__=SpecFile, **{
+        name: (cls.model_fields[name].annotation, cls.model_fields[name]) for name in names})
+
+
 class RunSpec(SpecFile):
+    """Every option of ``mapush train``, typed and ranged: the one check of the command
+    line, a ``--spec`` file and config.json's spec on ``--resume``."""
     algo: str
-    task: str
-    object: str
-    num_envs: int
-    steps: int
-    seed: int
-    run_dir: str
-    sim_device: str = "cuda:0"
-    rl_device: str = "cuda:0"
+    task: Literal[MID, UPPER]  # type: ignore[valid-type]
+    object: str = Field(min_length=1)
+    num_envs: int = Field(ge=1, le=65536)
+    steps: Count
+    seed: int = Field(ge=0, lt=2 ** 32)  # numpy's range
+    run_dir: str = Field(pattern=r"\S", description="a folder name (not blank)")
+    sim_device: Device = "cuda:0"
+    rl_device: Device = "cuda:0"
     resume: Optional[str] = None
-    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+    checkpoint_interval: Count = DEFAULT_CHECKPOINT_INTERVAL
     record_video: bool = False
     config: Optional[str] = None
     use_wandb: bool = False
@@ -102,7 +132,7 @@ class RunSpec(SpecFile):
     task_sets: Optional[Dict[str, Any]] = None
     # One run in ``ranks`` processes (torchrun; mapush.run.ranks): on the CPU over gloo, or
     # one rank a GPU of ``gpus`` over NCCL. A resume keeps them.
-    ranks: int = 1
+    ranks: int = Field(1, ge=1, le=64)
     gpus: Optional[List[int]] = None
     # False where this machine's step check failed (mapush.run.train.check_step): MQE's step
     # as upstream ships it, whatever the trainer config's mqe_fast_step says.
@@ -115,11 +145,7 @@ class RunSpec(SpecFile):
 
         return for_algo(self.algo).library
 
-    def with_changes(self, **changes: Any) -> "RunSpec":
-        return replace(self, **changes)
 
-
-@dataclass(frozen=True)
 class EvalSpec(SpecFile):
     """What one evaluation child runs (``mapush eval``): a checkpoint, what rebuilds its
     env, and where figures and videos go."""

@@ -24,7 +24,7 @@ from mapush.errors import FIXES, UsageError
 from mapush.eval import describe_request, evaluate, read_evaluated
 from mapush.objects import KNOWN_OBJECTS, find_objects
 from mapush.proc import Supervisor
-from mapush.spec import CALCULATOR_SEED, parse_list
+from mapush.spec import CALCULATOR_SEED, RunSpec, parse_list
 from mapush.trainers import ALGOS
 
 SWEEP_FILE = "sweep.json"
@@ -63,8 +63,8 @@ class Sweep(object):
             raise UsageError("--objects: %s not in MAPUSH_ROOT's task/ (found: %s)"
                              % (", ".join(missing), ", ".join(found) or "none"))
         seeds = parse_list("--seeds", args.seeds, int)
-        if not all(0 <= seed < 2 ** 32 for seed in seeds):  # numpy's range, as train's --seed
-            raise UsageError("--seeds %s: each must be in [0, 2**32)" % args.seeds)
+        for seed in seeds:  # as train's --seed
+            RunSpec.check_fields({"seed": seed}, "--seeds %s" % args.seeds)
         self.grid = {"algos": algos, "objects": objects, "seeds": seeds, "task": args.task,
                      "steps": args.steps, "num_envs": args.num_envs,
                      # as given: relative to the repository, which is /work in the image

@@ -99,8 +99,7 @@ def _keys(config, prefix=""):
 def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
     """A misspelt key would check nothing: each is a RunSpec field or train option, an option
     of OpenRL's own config parser at the pin, or a key of a shipped HARL config."""
-    run = set(RunSpec.__dataclass_fields__) | {"wandb"}
-    assert set(schema.SCHEMA["run"]) <= run
+    assert "run" not in schema.SCHEMA  # a run's options: RunSpec's own fields
     harl = set()
     for algo in ("happo", "mappo", "hatrpo"):
         harl |= set(_keys(yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text())))

@@ -151,7 +151,7 @@ def test_the_report_passes_over_a_damaged_eval_file(upstream, swept):
     (["--seeds", "1", "--objects", "cuboid,sphere"], "--objects: sphere not in"),
     (["--seeds", "1,2,3,4", "--name", "grid"], "sweep grid exists with another grid (seeds"),
     (["--seeds", "1", "--runner", "'unbalanced"], "--runner (or MAPUSH_SWEEP_RUNNER)"),  # #36
-    (["--seeds", "1,4294967296"], "each must be in [0, 2**32)"),  # #36: failed in each cell
+    (["--seeds", "1,4294967296"], "seed 4294967296: input should be less than 4294967296"),  # #36: failed in each cell
     (["--seeds", "1", "--name", "n" * 201], "use at most 200 letters"),  # #36: OSError
     (["--seeds", "1", "--name", ".."], "use at most 200 letters"),  # #50: out of --root
     (["--seeds", "1", "--name", "theirs"], "exists and is no sweep of mapush sweep"),  # #50

@@ -10,7 +10,6 @@ from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, 
 from mapush.sim import make_env
 from mapush.spec import RunSpec
 from mapush.trainers import by_library
-from mapush.trainers.harl_trainer import STATE_TYPES, TEAM_REWARDS
 
 
 def _box(low: float, high: float, dim: int) -> spaces.Box:
@@ -22,14 +21,9 @@ class MAPushHARLEnv(object):
 
     def __init__(self, env_args: Dict[str, Any], env: Any = None) -> None:
         self.env_args = dict(env_args)
+        # checked by the schema (harl: env.state_type, env.team_reward) in the run's config
         self.state_type = str(self.env_args.get("state_type", "EP"))
-        if self.state_type not in STATE_TYPES:
-            raise ValueError("state_type %r: use EP (one shared state per env) or FP "
-                             "(one per agent)" % self.state_type)
         self.team_reward_kind = str(self.env_args.get("team_reward", "mean"))
-        if self.team_reward_kind not in TEAM_REWARDS:
-            raise ValueError("team_reward %r: use %s" % (self.team_reward_kind,
-                                                         " or ".join(TEAM_REWARDS)))
         if env is None:  # else: a ready env (tests)
             # the run spec the trainer put in env_args["spec"]; without one (HARL's own
             # examples/train.py --env mapush), a spec from the plain env keys

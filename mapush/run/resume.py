@@ -6,7 +6,6 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 import yaml
 
-from mapush import schema
 from mapush.checkpoints.source import RUN_CONFIG, resolve, resolve_resume
 from mapush.common.hashing import sha256
 from mapush.errors import UsageError
@@ -60,7 +59,6 @@ def recorded_spec(record: Dict[str, Any], run_dir: Path) -> RunSpec:
     """The record's spec, its copies of the object config and ``--config`` found in
     ``run_dir`` (a run moved or copied elsewhere, or seen from inside the container, still
     reads its own files)."""
-    schema.check("run", record["spec"], "spec")
     spec = RunSpec.from_dict(record["spec"])
     for key, field in (("object_config", "object_config"), ("config_override", "config")):
         copy = (record.get(key) or {}).get("copy")

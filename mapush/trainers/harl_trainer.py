@@ -31,16 +31,6 @@ RUNNERS = {
     "hatrpo": ("harl.runners.on_policy_ha_runner", "OnPolicyHARunner"),
     "mappo": ("harl.runners.on_policy_ma_runner", "OnPolicyMARunner"),
 }
-# env.state_type: the centralised critic's input (mapush.envs.harl_env), checked by the schema
-STATE_TYPES = tuple(schema.SCHEMA["harl"]["env.state_type"]["choices"])
-# How the EP critic's team reward is made from the per-agent rewards (env.team_reward).
-# MQE's rewards differ per agent (go1_push_mid_wrapper.py:308-391: approach, collision and
-# OCB terms per robot); HARL's EP runner gave its one critic agent 0's reward
-# (harl/runners/on_policy_base_runner.py:453 at the pin) until patches/harl/03. "mean" is
-# the default: the team's value on the same scale as one agent's reward, whatever the
-# number of robots (2 or 3), so the value targets, ValueNorm and learning rates tuned for
-# one agent's reward carry over; "sum" is the team return of cooperative MARL.
-TEAM_REWARDS = tuple(schema.SCHEMA["harl"]["env.team_reward"]["choices"])
 
 
 # --------------------------------------------------------------------------- config
@@ -75,9 +65,6 @@ def merge_overrides(base: Dict[str, Any], override: Dict[str, Any], source: str,
 def load_config(spec: RunSpec) -> Dict[str, Any]:
     """The shipped config of the algorithm, ``--config`` overrides, then the spec's own
     options (seed, device, env count, steps), which always win."""
-    if spec.algo not in RUNNERS:
-        raise UsageError("--algo %s is not a HARL algorithm (%s)" % (spec.algo,
-                                                                      ", ".join(RUNNERS)))
     config = _load_yaml(CONFIG_DIR / ("%s.yaml" % spec.algo))
     if spec.config:
         override = _load_yaml(Path(spec.config))
