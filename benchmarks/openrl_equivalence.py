@@ -38,7 +38,7 @@ def child(run_dir: str, envs: int, updates: int, config: str, device: str) -> No
     from mapush import sim
 
     sim.import_isaacgym()
-    from mapush import trainers
+    from mapush import registry as trainers
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
 

@@ -37,7 +37,7 @@ def child(out: str, envs: int) -> None:
     from mapush.envs import openrl_env
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
-    from mapush import trainers
+    from mapush import registry as trainers
 
     state = {"steps": 0, "prof": None}
     step = openrl_env.OpenRLEnv.step

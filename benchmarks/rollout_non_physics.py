@@ -54,7 +54,7 @@ def child(algo: str, num_envs: int, device_rollout: bool, iterations: int, out: 
         memory_growth
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
-    from mapush import trainers
+    from mapush import registry as trainers
 
     episode_length = 200
     device = os.environ.get("BENCH_DEVICE", "cuda:0")  # cpu: a quick check of the script

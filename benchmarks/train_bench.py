@@ -192,7 +192,7 @@ def child_train(algo: str, num_envs: int, steps: int, device: str, out: str,
     from mapush.run.context import RunContext
     from mapush.spec import RunSpec
 
-    from mapush import trainers
+    from mapush import registry as trainers
 
     trainer = trainers.load(algo)  # the registry's answer, as the training child asks it
     run_dir = tempfile.mkdtemp(prefix="bench-%s-%d-" % (algo, num_envs))

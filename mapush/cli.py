@@ -24,7 +24,7 @@ from mapush.objects import ConfigReadError, check_object_name, read_object_facts
 from mapush.run.ranks import ranks_from_args
 from mapush.run.resume import holds_run
 from mapush.run.train import train
-from mapush.trainers import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
+from mapush.registry import ALGOS, DEFAULT_ALGO, TRAINERS, by_library, for_algo
 from mapush.spec import check_path, config_with_sets, task_sets, CALCULATOR_NUM_ENVS, CALCULATOR_SEED, DEFAULT_CHECKPOINT_INTERVAL, \
     DEFAULT_STEPS, DEVICE, MID, SMOKE_NUM_ENVS, TASKS, TRAIN_NUM_ENVS, UPPER, RunSpec, \
     check_upper_object, default_run_dir

@@ -27,7 +27,7 @@ from mapush.objects import check_object_name, mapush_root
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance
 from mapush.spec import MID, UPPER, UPPER_OBJECT, UPPER_OBS_DIM
-from mapush.trainers import by_library
+from mapush.registry import by_library
 
 HERE = Path(__file__).resolve().parent
 LAYOUT = yaml.safe_load((HERE / "export_layout.yaml").read_text())

@@ -15,7 +15,7 @@ from mapush.eval import EVAL_FILE, evaluate_run, read_evaluated
 from mapush.objects import find_objects
 from mapush.proc import Supervisor
 from mapush.spec import MID, UPPER, check_upper_object
-from mapush.trainers import DEFAULT_ALGO
+from mapush.registry import DEFAULT_ALGO
 
 PIPELINE_FILE = "pipeline.json"
 STAGES = ("mid", "eval-mid", "upper", "eval-upper")

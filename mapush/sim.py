@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
-from mapush.diagnostics.physx_budget import TaskBodies, for_sim
+from mapush.physx_budget import TaskBodies, for_sim
 from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
 from mapush.common import phases
 from mapush.spec import MID, TASK_SET, UPPER, RunSpec
-from mapush.trainers import check_owned
+from mapush.registry import check_owned
 
 
 class MissingDependency(MapushError):

@@ -8,7 +8,7 @@ from typing import Any, Dict
 
 from mapush.errors import MapushError, UsageError
 from mapush.proc import Supervisor
-from mapush.trainers import TRAINERS
+from mapush.registry import TRAINERS
 
 MARKER = ".mapush-smoke"
 # What a smoke run writes next to its report (removed at the start of the next run): its

@@ -140,8 +140,8 @@ class RunSpec(SpecFile):
 
     @property
     def trainer(self) -> str:
-        """The library that trains ``algo`` (:mod:`mapush.trainers`)."""
-        from mapush.trainers import for_algo
+        """The library that trains ``algo`` (:mod:`mapush.registry`)."""
+        from mapush.registry import for_algo
 
         return for_algo(self.algo).library
 

@@ -25,7 +25,7 @@ from mapush.eval import describe_request, evaluate, read_evaluated
 from mapush.objects import KNOWN_OBJECTS, find_objects
 from mapush.proc import Supervisor
 from mapush.spec import CALCULATOR_SEED, RunSpec, parse_list
-from mapush.trainers import ALGOS
+from mapush.registry import ALGOS
 
 SWEEP_FILE = "sweep.json"
 CELL_FILE = "cell.json"

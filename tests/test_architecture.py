@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mapush import trainers
+from mapush import registry as trainers
 from mapush.errors import UsageError
 from tests.conftest import REPO
 
@@ -39,7 +39,7 @@ def test_no_junit_is_written_by_mapush_itself():
 def test_the_algorithm_names_are_spelled_out_in_at_most_two_modules():
     spelled = sorted(path for path, text in _sources().items()
                      if set(trainers.ALGOS) & _string_constants(text))
-    assert spelled == ["mapush/trainers/__init__.py", "mapush/trainers/harl_trainer.py"]
+    assert spelled == ["mapush/registry.py", "mapush/trainers/harl_trainer.py"]
 
 
 def test_the_registry_answers_which_library_trains_an_algorithm():
@@ -72,7 +72,7 @@ def test_the_parents_checks_import_no_torch(tmp_path):
     from tests.upstream import build_patched_site
 
     site = build_patched_site(tmp_path)["site"]
-    script = ("import sys\nfrom mapush import trainers\nfor algo in trainers.ALGOS:\n"
+    script = ("import sys\nfrom mapush import registry as trainers\nfor algo in trainers.ALGOS:\n"
               "    trainers.load(algo, checks=True)\n"
               "print(sorted(m for m in ('torch', 'openrl.drivers', 'harl.runners') "
               "if m in sys.modules))\n")

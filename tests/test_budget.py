@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from mapush.diagnostics import physx_budget as pb
+from mapush import physx_budget as pb
 from mapush.errors import MapushError, UsageError
 from mapush.objects import ObjectFacts, object_facts
 from tests.conftest import DOUBLE_ROOT, double_env
@@ -105,7 +105,7 @@ def test_for_sim_logs_the_choice_and_stops_when_nothing_fits(tmp_path, monkeypat
 MAKE_ENV = """
 import json, sys
 from mapush import sim
-from mapush.diagnostics import physx_budget
+from mapush import physx_budget
 physx_budget.sim_free_bytes = lambda device: 8 * 1024 ** 3
 build_args = sim.build_args
 def cpu_pipeline(spec, num_envs=None):  # the double then runs on the CPU of this machine

@@ -253,7 +253,7 @@ import json, sys
 from mapush import sim
 sim.import_isaacgym()
 import torch
-from mapush.diagnostics import physx_budget
+from mapush import physx_budget
 physx_budget.sim_free_bytes = lambda device: 8 * 1024 ** 3
 torch.save({"stand": "in"}, sys.argv[2])
 build_args = sim.build_args
@@ -271,7 +271,7 @@ sim.make_env(spec)
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(net)],
                          env=double_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    from mapush.diagnostics import physx_budget as pb
+    from mapush import physx_budget as pb
 
     record = json.loads((tmp_path / pb.BUDGET_FILE).read_text())
     assert record["shapes_per_env"] == 2 * pb.SHAPES_PER_GO1 + 1 + 2

@@ -128,7 +128,7 @@ def train(ctx):
     return 7
 trainer.train = train
 sys.modules["fake_trainer"] = trainer
-from mapush import trainers
+from mapush import registry as trainers
 trainers.TRAINERS = tuple(t._replace(module="fake_trainer") if t.library == "harl" else t
                           for t in trainers.TRAINERS)
 child.main()

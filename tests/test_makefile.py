@@ -14,7 +14,7 @@ import pytest
 from mapush.objects import KNOWN_OBJECTS
 from mapush.pins import parse_pins
 from mapush.spec import TASKS
-from mapush.trainers import ALGOS
+from mapush.registry import ALGOS
 
 REPO = Path(__file__).resolve().parent.parent
 PINS = parse_pins((REPO / "env" / "pins.env").read_text())

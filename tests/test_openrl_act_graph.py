@@ -32,7 +32,7 @@ CHILD = r'''
 import json
 import sys
 
-from mapush import sim, trainers
+from mapush import sim, registry as trainers
 
 sim.import_isaacgym()  # (before torch, as Isaac Gym asks)
 import torch  # noqa: E402

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mapush.diagnostics import physx_budget as pb
+from mapush import physx_budget as pb
 from tests.conftest import REPO, real_env
 
 pytestmark = pytest.mark.real_mqe
@@ -55,7 +55,7 @@ print(json.dumps({"pairs": Cfg.sim.physx.max_gpu_contact_pairs, "shapes": shapes
 
 
 def test_01_the_budget_starts_from_upstreams_contact_pairs_and_go1_shapes(pristine):
-    """What mapush/diagnostics/physx_budget.py takes from upstream, read through pristine
+    """What mapush/physx_budget.py takes from upstream, read through pristine
     MQE's own config classes: max_gpu_contact_pairs before base_task.py's x5
     (legged_robot_config.py:227), and the collision shapes of every Go1 URDF the mid
     level's config names (go1_config.py:57-62; the budget counts each <collision> as one

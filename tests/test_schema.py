@@ -10,7 +10,7 @@ import yaml
 
 from mapush import schema
 from mapush.spec import RunSpec
-from mapush.trainers import CONFIG_DIR
+from mapush.registry import CONFIG_DIR
 from tests.conftest import double_env, one_error, run_mapush
 
 CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]

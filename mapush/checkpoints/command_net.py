@@ -9,7 +9,7 @@ from mapush.checkpoints.source import describe, resolve
 from mapush.errors import UsageError
 from mapush.objects import mapush_root
 from mapush.spec import MID, UPPER, UPPER_MID_OBS_DIM, UPPER_OBJECT
-from mapush.trainers import DEFAULT_ALGO, for_algo
+from mapush.registry import DEFAULT_ALGO, for_algo
 
 PUBLISHED_COMMAND_NET = Path("resources") / "command_nets" / "1.2x1.2.pt"
 

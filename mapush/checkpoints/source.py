@@ -10,7 +10,7 @@ import yaml
 from mapush.common.files import read_regular
 from mapush.errors import UsageError
 from mapush.schema import flat
-from mapush.trainers import DEFAULT_ALGO
+from mapush.registry import DEFAULT_ALGO
 from mapush.objects import read_object_name
 from mapush.checkpoints.policy import HARL_ACTOR, MODULE_FILE
 from mapush.checkpoints.store import checkpoints_dir, latest_checkpoint, list_checkpoints, \

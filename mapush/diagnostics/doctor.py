@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from mapush.diagnostics import gpu as gpu_facts, physx_budget, step_check
+from mapush import physx_budget
+from mapush.diagnostics import gpu as gpu_facts, step_check
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.rendering import datacenter_gpu, problems
 from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError

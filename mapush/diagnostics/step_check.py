@@ -184,7 +184,7 @@ def trace(job: Dict[str, Any], made: Any = None) -> Dict[str, Any]:
     import torch
 
     from mapush.spec import RunSpec
-    from mapush.trainers import DEFAULT_ALGO
+    from mapush.registry import DEFAULT_ALGO
 
     task = job.get("task", MID)  # the high level's episode: 50 steps here, not 8,000 (160 s)
     spec = RunSpec(algo=DEFAULT_ALGO, task=task, object=job["object"] if task == MID else

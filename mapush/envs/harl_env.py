@@ -9,7 +9,7 @@ from mapush.envs import step_record
 from mapush.envs.stats import DEFAULT_WINDOW, EpisodeStats, drain_reward_terms, training_metrics
 from mapush.sim import make_env
 from mapush.spec import RunSpec
-from mapush.trainers import by_library
+from mapush.registry import by_library
 
 
 def _box(low: float, high: float, dim: int) -> spaces.Box:

@@ -121,7 +121,7 @@ ROLLOUT_STEPS = 50
 
 def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     """Build the checkpoint's env, load its policy, run the calculator."""
-    from mapush import sim, trainers
+    from mapush import sim, registry
 
     figures = request.figures
     sim.headless_figures(Path(figures) if figures else None)
@@ -136,7 +136,7 @@ def evaluate_checkpoint(request: EvalSpec) -> Dict[str, Any]:
     if video:
         spec = spec.with_changes(record_video=True)
     env, _cfg = sim.make_env(spec)
-    policy = trainers.load(spec.algo).load_policy(checkpoint, env, spec)
+    policy = registry.load(spec.algo).load_policy(checkpoint, env, spec)
     if spec.task == UPPER:
         # As upstream evaluates the hierarchy: its test.py plans with RRT on its 4th reset,
         # the one right before the calculator (test.py:107,113,132-133; ppo_net.py:67,

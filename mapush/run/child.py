@@ -4,7 +4,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from mapush import trainers
+from mapush import registry
 from mapush.errors import MapushError
 from mapush.proc import signal_name, stop_signals
 from mapush.common import phases
@@ -36,7 +36,7 @@ def run(config_path: str, stop: StopFlag) -> int:
     if spec.resume:
         ctx.resume_path = Path(spec.resume)
         ctx.resume_meta = read_meta(ctx.resume_path) or {}
-    trainer = trainers.load(spec.algo)
+    trainer = registry.load(spec.algo)
     code = trainer.train(ctx)
     phases.mark("shutdown")
     if stop.requested:

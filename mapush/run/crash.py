@@ -9,7 +9,7 @@ import yaml
 from mapush.proc import signal_name
 from mapush.common.phases import read_phases
 from mapush.diagnostics.gpu import free_mb_now
-from mapush.diagnostics.physx_budget import BUDGET_FILE
+from mapush.physx_budget import BUDGET_FILE
 from mapush.spec import RunSpec
 
 PHASE_LOG = "phases.log"  # the phases the child reached (mapush.common.phases)

@@ -15,7 +15,7 @@ from typing import Any, Iterable, List, Optional, Tuple
 
 from mapush.errors import UsageError
 from mapush.spec import RunSpec, parse_list
-from mapush.trainers import RANKED_ALGOS
+from mapush.registry import RANKED_ALGOS
 
 _scratch = []  # type: List[Any]  # a non-zero rank's run folder, removed when it leaves
 

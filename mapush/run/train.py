@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from mapush import schema, trainers
+from mapush import schema, registry
 from mapush.checkpoints.policy import checkpoint_sha256, lenient_load
 from mapush.checkpoints.source import OBJECT_CONFIG, OVERRIDES, RUN_CONFIG
 from mapush.checkpoints.store import latest_checkpoint, read_meta
@@ -65,8 +65,8 @@ def check_step(spec: RunSpec, facts: Optional[GpuFacts], preflight: bool
     here the first time). A failed verdict turns it off for the run (``spec.fast_step``
     false, kept by a resume); a verdict that could not be reached leaves it on. The
     record (config.json's ``step_check``) says which, and why."""
-    key = trainers.FAST_STEP_KEY[spec.trainer]
-    if not trainers.config_value(spec.algo, spec.config, key):
+    key = registry.FAST_STEP_KEY[spec.trainer]
+    if not registry.config_value(spec.algo, spec.config, key):
         return spec, {"ran": False, "fast_step": False,
                       "line": "not needed: %s is false in the run's config" % key}
     if device_index(spec.sim_device) is None:
@@ -191,7 +191,7 @@ def check_writable(spec: RunSpec, resuming: bool) -> None:
 def load_trainer(spec: RunSpec) -> Any:
     """The spec's trainer's config checks (no torch, no training stack: the child's)."""
     try:
-        return trainers.load(spec.algo, checks=True)
+        return registry.load(spec.algo, checks=True)
     except ImportError as exc:
         raise MapushError("cannot check --algo %s's config: %s (the training image has it; "
                           "run mapush train there)" % (spec.algo, exc))

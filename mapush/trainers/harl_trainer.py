@@ -19,7 +19,7 @@ from mapush.run import ranks
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
 from mapush.spec import RunSpec, config_label, user_yaml
-from mapush.trainers import check_owned
+from mapush.registry import check_owned
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 HARL_CONFIG = "harl_config.json"

@@ -7,7 +7,7 @@ from openrl.configs.config import create_config_parser
 from mapush import schema, sim
 from mapush.errors import UsageError
 from mapush.spec import UPPER, RunSpec, config_label, user_yaml
-from mapush.trainers import CONFIG_DIR, by_library, check_owned
+from mapush.registry import CONFIG_DIR, by_library, check_owned
 
 SHIPPED_CONFIG = CONFIG_DIR / ("%s.yaml" % by_library("openrl").algos[0])
 TASK_CONFIGS = {UPPER: CONFIG_DIR / "ppo_upper.yaml"}  # the high level's (8000-step episodes)

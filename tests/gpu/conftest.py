@@ -28,7 +28,7 @@ from _pytest.junitxml import xml_key
 from mapush.common.atomic import write_json
 from mapush.proc import signal_name
 from mapush.spec import SMOKE_NUM_ENVS
-from mapush.trainers import episode_length
+from mapush.registry import episode_length
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 REPORT_VERSION = 1
