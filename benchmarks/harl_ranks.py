@@ -26,7 +26,6 @@ sys.path.insert(0, str(REPO))
 from benchmarks.openrl_ranks import flat_weights, launch_workers, main as run_main, \
     with_changes  # noqa: E402  (one launcher and command line for both workers)
 
-CONFIGS = REPO / "mapush" / "trainers" / "configs"
 AGENTS, OBS, SHARE_OBS, ACT = 3, 5, 7, 2
 
 
@@ -47,7 +46,8 @@ def worker(args: argparse.Namespace) -> dict:
     from harl.runners.on_policy_ha_runner import OnPolicyHARunner
     from harl.runners.on_policy_ma_runner import OnPolicyMARunner
 
-    config = yaml.safe_load((CONFIGS / ("%s.yaml" % args.algo)).read_text())
+    from mapush.registry import shipped_config
+    config = shipped_config(args.algo)
     envs, device = args.envs_per_rank, torch.device(args.device)
     config["train"].update(episode_length=args.steps, n_rollout_threads=envs,
                            device_rollout=bool(args.device_rollout))

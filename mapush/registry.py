@@ -2,9 +2,10 @@
 is a module of :mod:`mapush.trainers` with ``train``, ``load_policy`` and ``init_weights``, and one (the same, or
 a light one) with ``planned_updates`` and ``resolved_config`` (docs/architecture.md, "Adding a
 trainer"). Nothing here imports a training library: the parent stays light."""
+import functools
 import importlib
 from pathlib import Path
-from typing import Any, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Tuple
 
 import yaml
 
@@ -52,10 +53,30 @@ def load(algo: str, checks: bool = False) -> Any:
     return importlib.import_module(checks and trainer.checks or trainer.module)
 
 
+def shipped_config(algo: str) -> Dict[str, Any]:
+    """configs/<algo>.yaml as the run starts from it: one that names ``based_on: OTHER`` is
+    OTHER's with its keys set over it, less the dotted keys of its ``remove:`` list."""
+    config = yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text()) or {}
+    base = config.pop("based_on", None)
+    if base is None:
+        return config
+    merged = shipped_config(base)
+    for key in config.pop("remove", []):
+        parts = key.split(".")
+        del functools.reduce(dict.__getitem__, parts[:-1], merged)[parts[-1]]
+    return _over(merged, config)
+
+
+def _over(base: Dict[str, Any], top: Dict[str, Any]) -> Dict[str, Any]:
+    for key, value in top.items():
+        base[key] = _over(base.get(key, {}), value) if isinstance(value, dict) else value
+    return base
+
+
 def episode_length(algo: str) -> int:
     """Steps per env in one update of the shipped config of ``algo`` (``episode_length``,
     top level in OpenRL's ppo.yaml, under ``train`` in HARL's)."""
-    config = yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text()) or {}
+    config = shipped_config(algo)
     return int(config.get("episode_length") or config["train"]["episode_length"])
 
 
@@ -68,9 +89,8 @@ _MISSING = object()
 def config_value(algo: str, config: Any, key: str) -> Any:
     """The dotted ``key`` of a run's trainer config: from ``config`` (the run's --config and
     --set YAML) where it sets it, else from the shipped configs/<algo>.yaml; None if neither."""
-    sources = ([Path(config)] if config else []) + [CONFIG_DIR / ("%s.yaml" % algo)]
-    for source in sources:
-        node = yaml.safe_load(source.read_text()) or {}  # type: Any
+    for node in ([yaml.safe_load(Path(config).read_text())] if config else []) + [
+            shipped_config(algo)]:  # type: Any
         for part in key.split("."):
             node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
         if node is not _MISSING:

@@ -10,7 +10,7 @@ import yaml
 
 from mapush import schema
 from mapush.spec import RunSpec
-from mapush.registry import CONFIG_DIR
+from mapush.registry import shipped_config
 from tests.conftest import double_env, one_error, run_mapush
 
 CPU = ["--sim-device", "cpu", "--rl-device", "cpu"]
@@ -96,13 +96,27 @@ def _keys(config, prefix=""):
             yield from _keys(value, prefix + key + ".")
 
 
+@pytest.mark.parametrize("algo", ["happo", "mappo", "hatrpo"])
+def test_each_shipped_harl_config_has_harls_keys_and_update_at_the_pin(upstream, algo):
+    """mappo.yaml and hatrpo.yaml are happo.yaml's changes (based_on, remove): resolved, each
+    has exactly the model and algo keys of HARL's own config of its algorithm at the pin, and
+    its update's switches (one shared actor, the order, the trust region)."""
+    harl = yaml.safe_load((upstream["site"] / "harl" / "configs" / "algos_cfgs" /
+                           ("%s.yaml" % algo)).read_text())
+    ours = shipped_config(algo)
+    for section in ("model", "algo"):
+        assert set(ours[section]) == set(harl[section]), section
+    for key in ("share_param", "fixed_order", "kl_threshold", "ls_step", "accept_ratio"):
+        assert ours["algo"].get(key) == harl["algo"].get(key), key
+
+
 def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
     """A misspelt key would check nothing: each is a RunSpec field or train option, an option
     of OpenRL's own config parser at the pin, or a key of a shipped HARL config."""
     assert "run" not in schema.SCHEMA  # a run's options: RunSpec's own fields
     harl = set()
     for algo in ("happo", "mappo", "hatrpo"):
-        harl |= set(_keys(yaml.safe_load((CONFIG_DIR / ("%s.yaml" % algo)).read_text())))
+        harl |= set(_keys(shipped_config(algo)))
     assert set(schema.SCHEMA["harl"]) <= harl, set(schema.SCHEMA["harl"]) - harl
     monkeypatch.syspath_prepend(str(upstream["site"]))
     from openrl.configs.config import create_config_parser
@@ -112,8 +126,7 @@ def test_every_key_of_the_schema_is_a_key_of_its_input(upstream, monkeypatch):
     assert set(schema.SCHEMA["openrl"]) <= options, set(schema.SCHEMA["openrl"]) - options
     # and the shipped configs meet it
     for algo in ("happo", "mappo", "hatrpo"):
-        schema.check("harl", schema.flat(yaml.safe_load(
-            (CONFIG_DIR / ("%s.yaml" % algo)).read_text())), algo)
+        schema.check("harl", schema.flat(shipped_config(algo)), algo)
 
 
 @pytest.mark.parametrize("command,name,value,needle", [

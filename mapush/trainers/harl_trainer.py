@@ -19,9 +19,8 @@ from mapush.run import ranks
 from mapush.run.watchdog import MemoryWatchdog
 from mapush.sim import MissingDependency
 from mapush.spec import RunSpec, config_label, user_yaml
-from mapush.registry import check_owned
+from mapush.registry import check_owned, shipped_config
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 HARL_CONFIG = "harl_config.json"
 OPTIMIZERS = "optimizers.pt"
 ENV_NAME = "mapush"
@@ -65,7 +64,7 @@ def merge_overrides(base: Dict[str, Any], override: Dict[str, Any], source: str,
 def load_config(spec: RunSpec) -> Dict[str, Any]:
     """The shipped config of the algorithm, ``--config`` overrides, then the spec's own
     options (seed, device, env count, steps), which always win."""
-    config = _load_yaml(CONFIG_DIR / ("%s.yaml" % spec.algo))
+    config = shipped_config(spec.algo)
     if spec.config:
         override = _load_yaml(Path(spec.config))
         check_owned("harl", schema.flat(override), config_label(spec.config))
