@@ -32,7 +32,6 @@ AGENTS, OBS, SHARE_OBS, ACT = 3, 5, 7, 2
 def worker(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
-    import yaml
     from gym import spaces
 
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
