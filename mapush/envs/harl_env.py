@@ -34,7 +34,7 @@ class MAPushHARLEnv(object):
                 spec = RunSpec(algo=str(given("algo", by_library("harl").algos[0])),
                                task=str(given("task", "go1push_mid")),
                                object=str(given("object", "cuboid")), num_envs=n_threads,
-                               steps=0, seed=int(given("seed", 1)), run_dir=".",
+                               steps=1, seed=int(given("seed", 1)), run_dir=".",
                                sim_device=str(given("sim_device", "cuda:0")),
                                rl_device=str(given("rl_device", "cuda:0")))
             env, _cfg = make_env(spec, num_envs=spec.num_envs,

@@ -1,0 +1,44 @@
+#!/bin/bash
+# One device call (kind nvidia-h200; #79 item 2): why did the authors' 100M cuboid policy
+# succeed 0.281 in `mapush eval` (CPU, 32 envs) and 0.527 in `mapush reproduce` (GPU, 300
+# envs)? Over real MQE and the Isaac Gym stand-in, the same checkpoint and seed 0, one factor
+# at a time: the device (cpu, cuda:0), the env count (32, 300) and the command (eval,
+# reproduce). Writes $OUT/oracle.log and one JSON line a case to $OUT/oracle.jsonl.
+set -u
+W=$(mktemp -d /tmp/oracle.XXXXXX) || exit 1
+OUT=${OUT:-/tmp/oracle-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$W/whl" .whl/*.whl || exit 1
+export PYTHONPATH=$W/whl
+tar -xzf .bench_site/mapush-0e61e1b.tar.gz -C "$W" || exit 1
+mkdir -p "$W/work/upstream" && cp -r .bench_site/site .bench_site/records "$W/work/upstream/"
+python3 -c "import importlib, sys; sys.path.insert(0, 'tests/standin')
+print(importlib.import_module('try').site_stamp(), end='')" > "$W/work/upstream/.stamp" || exit 1
+LOG=$OUT/oracle.log
+python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee "$LOG"
+CK=$W/work/MAPush/results/10-15-23_cuboid/checkpoints/rl_model_${ORACLE_STEP:-100000000}_steps
+one() {  # a case: its name, then the mapush command (run over the stand-in by try.py --cmd)
+    local name=$1; shift
+    local start; start=$(date +%s)
+    MAPUSH_SRC=$W/MAPush python3 tests/standin/try.py --work "$W/work" --device "${DEVICE:-cpu}" \
+        --cmd "$*" > "$W/$name.out" 2> "$W/$name.err"
+    local rc=$?
+    echo "== $name (exit $rc, $(( $(date +%s) - start )) s): $*" >> "$LOG"
+    tail -n 5 "$W/$name.err" >> "$LOG"
+    python3 - "$name" "$W/$name.out" "$rc" "$(( $(date +%s) - start ))" >> "$OUT/oracle.jsonl" <<'PY'
+import json, sys
+name, out, rc, took = sys.argv[1:]
+lines = [l for l in open(out).read().splitlines() if l.startswith("{")]
+print(json.dumps({"case": name, "exit": int(rc), "seconds": int(took),
+                  "result": json.loads(lines[-1]) if lines else None}))
+PY
+}
+for envs in ${ORACLE_ENVS:-32 300}; do
+    for dev in ${ORACLE_DEVICES:-cuda:0 cpu}; do
+        DEVICE=$dev one "eval-$dev-$envs" mapush eval --checkpoint "$CK" --num-envs "$envs" \
+            --seed 0 --sim-device "$dev" --rl-device "$dev"
+    done
+done
+DEVICE=cuda:0 one "reproduce-cuda-300" mapush reproduce --objects cuboid --checkpoints last3 \
+    --num-envs 300 --seed 0 --out "$W/reproduce" --sim-device cuda:0 --rl-device cuda:0
+cp "$W/reproduce/table.json" "$OUT/reproduce-table.json" 2>/dev/null
+exit 0
