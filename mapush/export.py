@@ -4,6 +4,7 @@ import importlib.util
 import inspect
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -160,8 +161,9 @@ def _locomotion(folder: Path) -> Dict[str, Any]:
                 files[name]["stand_in"] = mark["stood_in"][rel]
         else:
             files[name] = {"missing": str(source / name)}
-            print("mapush export: warning: %s is missing; the export lacks it"
-                  % (source / name), file=sys.stderr)
+            print("mapush export: warning: %s is missing; the export lacks it (MAPUSH_ROOT=%s%s)"
+                  % (source / name, mapush_root(), "" if "MAPUSH_ROOT" in os.environ else
+                     ", the image's: set MAPUSH_ROOT to your MAPush checkout"), file=sys.stderr)
     stood_in = [name for name, f in files.items() if "stand_in" in f]
     return _cited(spec, files=files, **({"stand_in": "%s: the Isaac Gym stand-in's, not "
                                          "walk-these-ways" % ", ".join(stood_in)}

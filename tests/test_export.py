@@ -183,6 +183,7 @@ def test_a_published_checkpoint_exports_and_loads_standalone(upstream, tmp_path,
     body = Path(MAPUSH_SRC) / "mqe/utils/locomotion_checkpoints/walk_these_ways/body_latest.jit"
     assert ("missing" in loco["body_latest.jit"]) == (not body.is_file())
     assert ("body_latest.jit is missing" in proc.stderr) == (not body.is_file())
+    assert ("the export lacks it (MAPUSH_ROOT=" in proc.stderr) == (not body.is_file())  # #81
     if task == "go1push_upper":
         assert record["chain"]["command_net"].endswith("1.2x1.2.pt")
         assert len(record["chain"]["layout"]["observation"]) == 8
