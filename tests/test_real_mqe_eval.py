@@ -177,6 +177,7 @@ def test_reproduce_evaluates_the_authors_checkpoints_as_eval_does(real_mqe, tmp_
 
 # The authors' 100M cuboid policy over the stand-in, seed 0, on the CPU: 0.510 of 300 envs on
 # an H200 host's CPU (torch 2.11) and 0.477 of 128 here (torch 2.13): about 0.49 of 428
+# (0.578 of 64 in the image, torch 1.13)
 # (benchmarks/results/oracle-h200-20261202.jsonl). ORACLE_ENVS envs have a binomial sd of
 # sqrt(0.49 x 0.51 / 64) = 0.062, so a 3-sigma drop (to 0.30) fails the floor.
 ORACLE_ENVS = 64
@@ -200,7 +201,10 @@ def test_the_authors_policy_is_an_oracle_100m_over_10m_over_untrained(real_mqe, 
     print("oracle (%d envs, seed 0): %s; floor %.3f" % (ORACLE_ENVS, rates, ORACLE_FLOOR))
     assert rates["100M"] >= ORACLE_FLOOR, rates
     assert rates["100M"] - rates["10M"] >= 3 * (0.25 / ORACLE_ENVS) ** 0.5, rates
-    assert rates["untrained"] == 0.0 and rates["10M"] >= rates["untrained"], rates
+    # 100M > 10M > untrained = 0, as #79 asks: 2 of 64 for the 10M one in the image (torch
+    # 1.13, MuJoCo 3.2.3), a fixed-seed outcome (at its rate of about 0.03, 64 envs give none
+    # 14% of the time: a new stack may have to take more envs here)
+    assert rates["10M"] > rates["untrained"] == 0.0, rates
 
 
 def test_pipeline_runs_its_four_stages_over_real_mqe(real_mqe, tmp_path):
