@@ -1,4 +1,5 @@
 """``mapush train`` in the parent process: preflight, run directory, child, exit status."""
+import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from mapush.common.hashing import sha256
 from mapush.diagnostics.doctor import preflight as run_preflight, step_verdict
 from mapush.diagnostics.gpu import GpuFacts, device_index
 from mapush.diagnostics.step_check import line as step_line
-from mapush.errors import FIXES, MapushError, UsageError
+from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import mapush_root, object_config_path
 from mapush.proc import Supervisor, signal_name
 from mapush.provenance import provenance, warn_if_incomplete
@@ -218,8 +219,15 @@ def print_config(spec: RunSpec) -> int:
     """``mapush train --print-config``: the resolved spec, trainer config and task config
     as one JSON object on stdout; nothing starts and nothing is written."""
     trainer = load_trainer(spec).resolved_config(spec)
-    print(json.dumps({"spec": spec.to_dict(), "trainer_config": trainer,
-                      "task_config": task_config(spec)}, indent=1, sort_keys=True))
+    shown = {"spec": spec.to_dict(), "trainer_config": trainer, "task_config": None}
+    if importlib.util.find_spec("isaacgym") is None:  # MQE's task configs import it (#81)
+        shown["task_config_not_read"] = "%s; the spec and trainer config need no Isaac Gym, " \
+            "MQE's task config (and --set task.*) does" % ISAACGYM_HINT
+        print("mapush: --print-config without Isaac Gym: the task config is not read",
+              file=sys.stderr)
+    else:
+        shown["task_config"] = task_config(spec)
+    print(json.dumps(shown, indent=1, sort_keys=True))
     return 0
 
 
