@@ -1,8 +1,10 @@
 """The one module that imports ``isaacgym`` and ``mqe``. (docs/architecture.md, "Modules")."""
 import argparse
+import contextlib
 import difflib
 import importlib.util
 import inspect
+import io
 import json
 import math
 import os
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
+from mapush import schema
 from mapush.physx_budget import TaskBodies, for_sim
 from mapush.errors import FIXES, ISAACGYM_HINT, MapushError, UsageError
 from mapush.objects import ObjectFacts, find_objects, mapush_root, object_config_path
@@ -291,7 +294,24 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
             if "fast_step" in getattr(layer, "__dict__", {}):
                 layer.fast_step = False
         print("mapush: mqe_fast_step is false: MQE's mid step as upstream ships it", file=sys.stderr)
+    if spec.record_video and not schema.verbose():
+        _quiet_recording(getattr(env, "env", env))
     return env, env_cfg
+
+
+def _quiet_recording(inner: Any) -> None:
+    """MQE's recording methods print on stdout ("Successfully store the video of last episode"
+    at every reset of env 0, whether a film was made or not: legged_robot.py:1189-1211); the
+    film mapush writes is said by mapush. They say it again with --verbose (#81)."""
+    for name in ("start_recording", "pause_recording", "store_recording"):
+        method = getattr(inner, name, None)
+        if method is not None:
+            setattr(inner, name, lambda *a, _method=method: _silent(_method, *a))
+
+
+def _silent(method: Callable[..., Any], *args: Any) -> Any:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return method(*args)
 
 
 # -- which of MQE's step graphs (patches/mapush/07-09, 12) this env replays ---------------
