@@ -135,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
         with tqdm(total=args.num_envs, desc=label, unit="env", file=sys.stderr,
                   dynamic_ncols=True, leave=False) as bar:  # envs whose first episode ended
             code, result, last = evaluate(info, args,
-                                          lambda done, _total: bar.update(done - bar.n))
+                                          lambda done, _total, *_step: bar.update(done - bar.n))
         row = {"object": obj, "step": step, "checkpoint": info["checkpoint"],
                "theirs": theirs}  # type: Dict[str, Any]
         if result is None:

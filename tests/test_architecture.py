@@ -112,7 +112,8 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
         def __init__(self, argv, **_kw):
             seen["argv"] = argv
             seen["spec"] = json.loads(Path(argv[-1]).read_text())
-            self.stderr = io.StringIO("loading\nmapush-progress 3 8\nmapush-progress 8 8\n"
+            self.stderr = io.StringIO("loading\nmapush-progress 3 8 10 501\n"
+                                      "mapush-progress 8 8 20 501\n"
                                       "error-free last line\n")
             self.stdout = io.StringIO('noise\n{"success_rate": 0.5}\n')
 
@@ -130,7 +131,7 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
             "step": 7, "trained_task": "go1push_mid"}
     args = argparse.Namespace(num_envs=8, sim_device="cpu", rl_device="cpu", seed=0)
     progress = []
-    code, result, last = evaluate.evaluate(info, args, lambda d, t: progress.append((d, t)),
+    code, result, last = evaluate.evaluate(info, args, lambda *p: progress.append(p),
                                            echo=True)
     assert seen["argv"][1:3] == ["-m", "mapush.eval.calculator"]
     assert seen["spec"] == EvalSpec(checkpoint="/x/ck", algo="ppo", task="go1push_mid",
@@ -140,7 +141,7 @@ def test_the_eval_child_gets_an_eval_spec_file_and_its_progress_is_read(monkeypa
     assert Path(seen["spec"]["scratch"]).parent == Path(seen["argv"][-1]).parent
     assert not Path(seen["argv"][-1]).parent.exists()  # the parent's folder, removed after
     assert (code, result, last) == (0, {"success_rate": 0.5}, "error-free last line")
-    assert progress == [(3, 8), (8, 8)]
+    assert progress == [(3, 8, 10, 501), (8, 8, 20, 501)]  # envs done, of, step, of
     err = capsys.readouterr().err
     assert "loading" in err and "mapush-progress" not in err
 

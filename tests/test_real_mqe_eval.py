@@ -75,6 +75,8 @@ def test_eval_of_a_run_of_ours_writes_a_line_per_checkpoint(real_mqe, ppo_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [40, 80]
+    # progress within each checkpoint (#81: the pipeline's eval stages sat at 0/1 silently)
+    assert "/%d envs done, step " % NUM_ENVS in proc.stderr, proc.stderr[-2000:]
     assert all(r["object"] == "cuboid" and r["origin"] == "ours" for r in lines)
 
 

@@ -106,7 +106,7 @@ def describe_checkpoint(checkpoint: Path, args: argparse.Namespace) -> Dict[str,
 
 
 def evaluate(info: Dict[str, Any], args: argparse.Namespace,
-             on_progress: Optional[Callable[[int, int], None]] = None, echo: bool = False,
+             on_progress: Optional[Callable[..., None]] = None, echo: bool = False,
              sup: Optional[Supervisor] = None) -> Tuple[int, Optional[Dict[str, Any]], str]:
     """One evaluation child: ``(exit status, result or None, last stderr line)``
     (docs/architecture.md, "Modules")."""
@@ -128,8 +128,7 @@ def evaluate(info: Dict[str, Any], args: argparse.Namespace,
             for line in proc.stderr:
                 if line.startswith(PROGRESS):
                     if on_progress is not None:
-                        _tag, done, total = line.split()
-                        on_progress(int(done), int(total))
+                        on_progress(*(int(word) for word in line.split()[1:]))
                     continue
                 if echo:
                     sys.stderr.write(line)
@@ -217,11 +216,15 @@ def evaluate_run(run_dir: Path, args: argparse.Namespace, sup: Supervisor) -> in
     records = []  # type: List[Dict[str, Any]]
     failed = 0
     bar = tqdm(total=len(found), file=sys.stderr, unit="checkpoint", dynamic_ncols=True)
+
+    def shown(done: int, total: int, *step: int) -> None:  # within a checkpoint (#81)
+        bar.set_postfix_str("%d/%d envs done, step %s" % (done, total, "/".join(map(str, step))))
+
     try:
         for info in infos:
             path = Path(info["checkpoint"])
             bar.set_description(path.name)
-            code, result, last = evaluate(info, args, sup=sup)
+            code, result, last = evaluate(info, args, sup=sup, on_progress=shown)
             if sup.stopping:
                 return 130
             if result is None:

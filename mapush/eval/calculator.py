@@ -23,7 +23,7 @@ def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int,
                progress: bool = False) -> Dict[str, Any]:
     """Step ``env`` with ``policy(obs_numpy) -> action tensor`` until every env has ended
     its first episode; the paper's metrics from MQE's first-episode buffers. With
-    ``progress``, the envs done so far go to stderr every few steps."""
+    ``progress``, the envs done so far and the step go to stderr every few steps."""
     import torch
 
     obs = env.reset()
@@ -31,8 +31,8 @@ def calculator(env: Any, policy: Callable[[Any], Any], max_steps: int,
     with torch.no_grad():
         while not bool(env.init_reset_buf.all()):
             if progress and steps % PROGRESS_EVERY == 0:
-                print("%s %d %d" % (PROGRESS, int(env.init_reset_buf.sum()), env.num_envs),
-                      file=sys.stderr, flush=True)
+                print("%s %d %d %d %d" % (PROGRESS, int(env.init_reset_buf.sum()), env.num_envs,
+                                          steps, max_steps), file=sys.stderr, flush=True)
             if steps >= max_steps:
                 raise MapushError("evaluation: %d of %d envs had not finished their first "
                                   "episode after %d steps"
