@@ -238,7 +238,7 @@ import argparse, json, os, sys
 from mapush.eval import describe_request, evaluate
 from mapush.proc import Supervisor
 
-def stop(done, total):  # a stop signal raised in a parent without handlers, as reproduce's
+def stop(done, total, *step):  # a stop signal raised in a parent without handlers, as reproduce's
     raise KeyboardInterrupt
 
 args = argparse.Namespace(num_envs=int(sys.argv[2]), seed=1, sim_device="cpu",
