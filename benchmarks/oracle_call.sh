@@ -4,6 +4,8 @@
 # envs)? Over real MQE and the Isaac Gym stand-in, the same checkpoint and seed 0, one factor
 # at a time: the device (cpu, cuda:0), the env count (32, 300) and the command (eval,
 # reproduce). Writes $OUT/oracle.log and one JSON line a case to $OUT/oracle.jsonl.
+# ORACLE_STEP (the checkpoint's step), ORACLE_ENVS, ORACLE_DEVICES and ORACLE_REPRODUCE=0
+# (no reproduce) narrow it.
 set -u
 W=$(mktemp -d /tmp/oracle.XXXXXX) || exit 1
 OUT=${OUT:-/tmp/oracle-out}; mkdir -p "$OUT"
@@ -34,11 +36,13 @@ PY
 }
 for envs in ${ORACLE_ENVS:-32 300}; do
     for dev in ${ORACLE_DEVICES:-cuda:0 cpu}; do
-        DEVICE=$dev one "eval-$dev-$envs" mapush eval --checkpoint "$CK" --num-envs "$envs" \
+        DEVICE=$dev one "eval-${ORACLE_STEP:-100000000}-$dev-$envs" mapush eval --checkpoint "$CK" --num-envs "$envs" \
             --seed 0 --sim-device "$dev" --rl-device "$dev"
     done
 done
-DEVICE=cuda:0 one "reproduce-cuda-300" mapush reproduce --objects cuboid --checkpoints last3 \
-    --num-envs 300 --seed 0 --out "$W/reproduce" --sim-device cuda:0 --rl-device cuda:0
-cp "$W/reproduce/table.json" "$OUT/reproduce-table.json" 2>/dev/null
+if [ "${ORACLE_REPRODUCE:-1}" = 1 ]; then
+    DEVICE=cuda:0 one "reproduce-cuda-300" mapush reproduce --objects cuboid --checkpoints last3 \
+        --num-envs 300 --seed 0 --out "$W/reproduce" --sim-device cuda:0 --rl-device cuda:0
+    cp "$W/reproduce/table.json" "$OUT/reproduce-table.json" 2>/dev/null
+fi
 exit 0
