@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import yaml
 
-from mapush import __version__
+from mapush import __version__, schema
 from mapush.checkpoints.command_net import PUBLISHED_COMMAND_NET, command_net_from_args
 from mapush.checkpoints.policy import kind
 from mapush.checkpoints.source import RUN_CONFIG, describe, resolve
@@ -307,6 +307,7 @@ def _main(argv: List[str]) -> int:
         args = build_parser().parse_args(argv)
         if args.verbose:
             os.environ["MAPUSH_VERBOSE"] = "1"
+        schema.quiet_imports()
         return _dispatch(args, argv)
     except MapushError as exc:
         print("error: %s" % exc, file=sys.stderr)

@@ -2,6 +2,7 @@
 in strict mode (so ``"false"`` is not a boolean and ``"200"`` not an integer); a violation is
 one UsageError naming the key, the value and the allowed range."""
 import os
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -72,6 +73,23 @@ def usage_error(exc: ValidationError, where: str, options: bool = False,
 
 def verbose() -> bool:
     return bool(environ().get("MAPUSH_VERBOSE"))
+
+
+def quiet_imports() -> None:
+    """Not ours to say, in each process (#81): gym's notice that it is unmaintained (printed
+    at its import, from gym_notices' table, which is emptied here) and treevalue's
+    FutureWarnings about torch's pytree API. --verbose shows them."""
+    try:
+        if verbose():
+            return
+    except UsageError:  # a bad MAPUSH_* variable: the command that reads it refuses it
+        pass
+    warnings.filterwarnings("ignore", category=FutureWarning, module="treevalue")
+    try:
+        import gym_notices.notices as notices
+    except ImportError:
+        return
+    notices.notices.clear()
 
 
 def environ() -> Dict[str, Any]:

@@ -45,6 +45,7 @@ def import_isaacgym() -> Any:
         import isaacgym  # noqa: F401
     except ImportError as exc:
         raise MissingDependency("%s (%s)" % (ISAACGYM_HINT, exc))
+    schema.quiet_imports()  # every child comes here first
     return sys.modules["isaacgym"]
 
 

@@ -77,6 +77,8 @@ def test_eval_of_a_run_of_ours_writes_a_line_per_checkpoint(real_mqe, ppo_run):
     assert [r["step"] for r in lines] == [40, 80]
     # progress within each checkpoint (#81: the pipeline's eval stages sat at 0/1 silently)
     assert "/%d envs done, step " % NUM_ENVS in proc.stderr, proc.stderr[-2000:]
+    # nor gym's unmaintained notice nor treevalue's FutureWarnings, child by child (#81)
+    assert "unmaintained" not in proc.stderr and "FutureWarning" not in proc.stderr
     assert all(r["object"] == "cuboid" and r["origin"] == "ours" for r in lines)
 
 

@@ -242,3 +242,21 @@ def test_a_set_value_that_is_neither_json_nor_yaml_is_one_line(tmp_path):
     error = one_error(run_mapush(["train", "--set", "lr=[1,", "--run-dir", tmp_path / "run"]
                                  + CPU, env=double_env(), cwd=tmp_path))
     assert error.startswith("error: --set 'lr=[1,': its value is neither JSON nor YAML"), error
+
+
+@pytest.mark.parametrize("verbose", ["", "1"])
+def test_gyms_notice_is_said_only_with_verbose(verbose):
+    """#81: gym's unmaintained notice (printed at its import, in every child of make try) is
+    not ours to say: schema.quiet_imports, which the CLI and each child call, hides it unless
+    --verbose (MAPUSH_VERBOSE)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("gym_notices")
+    env = dict(os.environ, MAPUSH_VERBOSE=verbose)
+    proc = subprocess.run([sys.executable, "-c", "from mapush import schema\n"
+                           "schema.quiet_imports()\nimport gym\n"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert ("unmaintained" in proc.stderr) == bool(verbose), proc.stderr[-2000:]
