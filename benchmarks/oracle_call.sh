@@ -9,12 +9,8 @@
 set -u
 W=$(mktemp -d /tmp/oracle.XXXXXX) || exit 1
 OUT=${OUT:-/tmp/oracle-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$W/whl" .whl/*.whl || exit 1
-export PYTHONPATH=$W/whl
-tar -xzf .bench_site/mapush-0e61e1b.tar.gz -C "$W" || exit 1
-mkdir -p "$W/work/upstream" && cp -r .bench_site/site .bench_site/records "$W/work/upstream/"
-python3 -c "import importlib, sys; sys.path.insert(0, 'tests/standin')
-print(importlib.import_module('try').site_stamp(), end='')" > "$W/work/upstream/.stamp" || exit 1
+# shellcheck source=benchmarks/try_site.sh
+source benchmarks/try_site.sh
 LOG=$OUT/oracle.log
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee "$LOG"
 CK=$W/work/MAPush/results/10-15-23_cuboid/checkpoints/rl_model_${ORACLE_STEP:-100000000}_steps

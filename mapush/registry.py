@@ -1,7 +1,8 @@
 """The trainer registry: the one answer to "which library trains this algorithm". A trainer
-is a module of :mod:`mapush.trainers` with ``train``, ``load_policy`` and ``init_weights``, and one (the same, or
-a light one) with ``planned_updates`` and ``resolved_config`` (docs/architecture.md, "Adding a
-trainer"). Nothing here imports a training library: the parent stays light."""
+is a module of :mod:`mapush.trainers` with ``train``, ``load_policy`` and ``init_weights``,
+and one (the same, or a light one) with ``planned_updates`` and ``resolved_config``
+(docs/architecture.md, "Adding a trainer"). Nothing here imports a training library: the
+parent stays light."""
 import functools
 import importlib
 from pathlib import Path

@@ -290,7 +290,8 @@ def make_env(spec: RunSpec, num_envs: Optional[int] = None, contact_pairs: Optio
     args = build_args(spec, num_envs)
     env, env_cfg = mqe_utils.make_mqe_env(spec.task, args, custom_cfg=object_custom_cfg(
         spec, obj_cfg, args, contact_pairs, resolve_paths=True, budget=True))
-    if not (fast_step and spec.fast_step):  # the wrappers (patches/mapush/06, 07, 10, 12) and MQE's env (08)
+    # the switch: on the wrappers (patches/mapush/06, 07, 10, 12) and MQE's env (08)
+    if not (fast_step and spec.fast_step):
         for layer in (env, getattr(env, "env", None)):
             if "fast_step" in getattr(layer, "__dict__", {}):
                 layer.fast_step = False
