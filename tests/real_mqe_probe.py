@@ -497,7 +497,7 @@ def case_walk(n, scale=1.0):
     """The action path end to end: ``scale`` times seeded commands in [-1, 1] per agent, env
     1 given env 0's with the agents' order reversed, 40 steps; then each robot's base
     velocity in its own frame (x, y, yaw rate), the commands after the mid wrapper's 0.5
-    scale, and env 0's last observations and rewards."""
+    scale, env 0's last observations and rewards, and how far each base went (m)."""
     env, _ = sim.make_env(spec(num_envs=n, seed=3))
     agents = env.num_agents
     gen = torch.Generator().manual_seed(5)
@@ -512,6 +512,7 @@ def case_walk(n, scale=1.0):
     inner.gym.set_actor_root_state_tensor(inner.sim,
                                           gymtorch.unwrap_tensor(inner.all_root_states))
     dones = 0
+    start = state[:, :agents, :2].clone()
     for _ in range(40):
         obs, reward, done, _info = env.step(command)
         dones += int(done.sum())
@@ -528,6 +529,7 @@ def case_walk(n, scale=1.0):
             "obs": obs[0].tolist(), "reward": reward[0].tolist(),
             "touching": (bases.norm(dim=-1) > 0).tolist(),
             "position": root[..., :2].tolist(),
+            "travel": (root[..., :2] - start).norm(dim=-1).tolist(),
             "box": inner.root_states_npc.view(n, -1, 13)[:, 0, :2].tolist()}
 
 

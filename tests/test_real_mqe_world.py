@@ -17,11 +17,12 @@ def test_each_robot_walks_at_its_own_commanded_velocity(real_mqe):
         for agent, (velocity, command) in enumerate(zip(moved["velocity"][env],
                                                         moved["command"][env])):
             # x and y in m/s, the yaw rate in rad/s: the mid wrapper's 0.5 scale, Go1's
-            # command columns and the agents' order, end to end
-            assert velocity == pytest.approx(command, abs=2e-3), (env, agent)
+            # command columns and the agents' order, end to end; the base's servo lags a
+            # turning command by |v| * |w| * SERVO_S (0.5 * 0.5 * 0.02 = 5e-3) at most
+            assert velocity == pytest.approx(command, abs=6e-3), (env, agent)
     # env 1 got env 0's commands in the reverse agent order: its robots move as env 0's, swapped
     for agent, velocity in enumerate(moved["velocity"][1]):
-        assert velocity == pytest.approx(moved["velocity"][0][-1 - agent], abs=2e-3)
+        assert velocity == pytest.approx(moved["velocity"][0][-1 - agent], abs=2e-4)
     assert max(abs(v) for row in moved["command"] for c in row for v in c) > 0.2
 
 
@@ -30,8 +31,13 @@ def test_actions_change_observations_and_rewards(real_mqe):
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc, still = probe(real_mqe, "walk_still", 2)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert all(v == pytest.approx([0.0] * 3, abs=1e-4) for env in still["velocity"]
+    # zero command, no motion (#79 item 1), whatever the joint angles MQE's reset drew (0.7-1.3
+    # x the defaults, which the joints encode as up to 0.64 m/s while they settle): each Go1
+    # stands for STANCE_S, then moves less than 1 cm over the 0.8 s
+    assert all(v == pytest.approx([0.0] * 3, abs=5e-4) for env in still["velocity"]
                for v in env)
+    assert max(t for env in still["travel"] for t in env) < 0.01, still["travel"]
+    assert min(t for env in moved["travel"] for t in env) > 0.1
     # env 0's observations (each robot's position and heading among them) and rewards
     assert np.abs(np.subtract(still["obs"], moved["obs"])).max() > 0.1
     assert np.abs(np.subtract(still["reward"], moved["reward"])).max() > 1e-4

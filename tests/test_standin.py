@@ -334,6 +334,67 @@ def test_contact_forces_are_each_contacts_force_summed_per_body():
     assert out["box_x"][0] > 0.6 + 0.05 and out["box_x"][1] < 0.62 + 0.01  # pushed; held
 
 
+DRIVE = """
+import json
+from types import SimpleNamespace as NS
+import numpy as np
+from isaacgym import contact
+
+def actor(env, footprint=(), fixed=False, mass=12.8):
+    return NS(env=env, collision_group=0, filter=0, shape_props=[NS(friction=1.0)],
+              asset=NS(options=NS(fix_base_link=fixed), mass=mass, footprint=list(footprint)))
+
+heavy, post = [("box", [0.6, 0.6, 0.6], 0.0, 0.0, 0.0)], [("cylinder", 0.2, 0.0, 0.0, 0.0)]
+e = [object() for _ in range(5)]
+# env 0: a Go1 walks into a fixed post; env 1: one Go1 behind a 16 kg box; env 2: two Go1s
+# behind it side by side; env 3: a Go1 alone, from rest; env 4: a Go1 walks into a standing
+# one of half its mass
+actors = [actor(e[0]), actor(e[0], post, True), actor(e[1]), actor(e[1], heavy, mass=16.0),
+          actor(e[2]), actor(e[2]), actor(e[2], heavy, mass=16.0), actor(e[3]),
+          actor(e[4]), actor(e[4], mass=6.4)]
+walkers = [0, 2, 4, 5, 7, 8, 9]
+plane = contact.Plane(actors, walkers, 9.81, 0.1, 0.005)
+root = np.zeros((10, 13))
+root[:, 6] = 1.0
+root[:, 0] = [0.0, 0.55, 0.0, 0.64, 0.0, 0.0, 0.64, 0.0, 0.0, 0.7]
+root[:, 1] = [0.0, 0.0, 0.0, 0.0, 0.15, -0.15, 0.0, 0.0, 0.0, 0.0]
+command = np.array([[0.5, 0, 0], [0.5, 0, 0], [0.5, 0, 0], [0.5, 0, 0], [1.0, 0, 0],
+                    [0.5, 0, 0], [0.0, 0, 0]])
+speed, post_force = [], []
+for step in range(400):
+    if step == 200:
+        half = root[[3, 6], 0].copy()
+    forces = plane.step(root, command)
+    speed.append(float(root[7, 7]))
+    post_force.append(float(np.linalg.norm(forces[plane.rows.index(1)][:2])))
+print(json.dumps({"post": post_force[-1], "speed": speed, "box_alone": root[3, 0] - half[0],
+                  "box_pair": root[6, 0] - half[1], "pushed": root[9, 0] - 0.7,
+                  "mu_m_g": 0.5 * (0.1 + 1.0) * 12.8 * 9.81, "servo": contact.SERVO_S}))
+"""
+
+
+def test_a_go1_pushes_with_at_most_what_its_feet_take_from_the_ground():
+    """#79 item 1: a Go1's drive is bounded by Coulomb friction, mu * m * g (mu the mean of
+    the ground's 0.1 and the robot's 1.0, PhysX's combine; m 12.8 kg): against a fixed post
+    it presses with exactly that; alone it cannot move a 16 kg box (whose ground friction,
+    86 N, is more), two side by side can; from rest it accelerates at most mu * g and then
+    follows its command as a first-order lag of SERVO_S; it pushes away a standing Go1 of
+    half its mass, whose feet hold only half as much."""
+    out = run(DRIVE)
+    bound = out["mu_m_g"]
+    assert out["post"] == pytest.approx(bound, rel=1e-3)
+    # over the last second (the first has the impact's shove): MuJoCo's friction is soft, so
+    # a force under the bound leaves a creep of millimetres a second
+    assert abs(out["box_alone"]) < 0.01
+    assert out["box_pair"] > 0.4
+    dt, speed = 0.005, out["speed"]
+    for step, v in enumerate(speed[:40]):  # the friction-bounded ramp: mu * g per second
+        assert v <= 0.55 * 9.81 * dt * (step + 1) + 1e-9, (step, v)
+    assert speed[20] > 0.9 * 0.55 * 9.81 * dt * 21
+    assert speed[-1] == pytest.approx(1.0, abs=1e-6)
+    assert out["pushed"] > 0.5
+
+
 TIMED = """
 import json, sys
 from isaacgym import gymapi

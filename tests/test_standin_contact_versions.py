@@ -2,14 +2,15 @@
 Pythons 3.10-3.13; 3.2.3 has no wheel for 3.13) and the image 3.2.3 (the last for Python
 3.8), so the two cannot share a version. Instead a pushing scene of the stand-in's contact
 (``isaacgym/contact.py``: two Go1s turning a box between them, one box sliding into a fixed
-post, a Go1 walking into another) is traced over 400 steps and compared with the trace
+post, a Go1 walking into a lighter one) is traced over 400 steps and compared with the trace
 ``contact_reference.json`` holds, made with MuJoCo 3.3.7 (``python -m
 tests.test_standin_contact_versions --write``). CI runs it in the image (ci/stack-files.txt):
-3.2.3 against 3.3.7. Measured there (2026-12-02): where Go1s push a box or each other, the
-two versions part by at most 2.4e-5 m and 4.4e-5 rad over the 2 s; the box that slides along
-the fixed post (an obstacle: the high level's only) by 5.0e-3 m and 0.016 rad, as sliding
-friction against a fixed body compounds the solvers' differences. The tolerances are about
-twice those: PUSH for every actor but that box, POST for it."""
+3.2.3 against 3.3.7. Measured there (2026-12-02, before the Go1's drive was bounded by its
+feet's friction, #79 item 1): where Go1s push a box or each other, the two versions part by
+at most 2.4e-5 m and 4.4e-5 rad over the 2 s; the box that slides along the fixed post (an
+obstacle: the high level's only) by 5.0e-3 m and 0.016 rad, as sliding friction against a
+fixed body compounds the solvers' differences. The tolerances are about twice those: PUSH
+for every actor but that box, POST for it."""
 import json
 import math
 import subprocess
@@ -38,16 +39,18 @@ box = [("box", [0.6, 0.6, 0.6], 0.0, 0.0, 0.0)]
 post = [("cylinder", 0.2, 0.0, 0.0, 0.0)]
 envs = object(), object(), object()
 # env 0: two Go1s behind a box, off its axis each side, so it turns; env 1: a turning Go1
-# pushes a box against a fixed post; env 2: one Go1 walks into another, which stands
+# pushes a box against a fixed post; env 2: one Go1 walks into a lighter one, which stands
+# (its feet hold half the force: it is pushed)
 actors = [actor(envs[0], 0, mass=12.0), actor(envs[0], 0, mass=12.0),
           actor(envs[0], 0, box, friction=0.8),
-          actor(envs[1], 1, mass=12.0), actor(envs[1], 1, box), actor(envs[1], 1, post, True),
-          actor(envs[2], 2, mass=12.0), actor(envs[2], 2, mass=12.0)]
+          actor(envs[1], 1, mass=12.0), actor(envs[1], 1, box, mass=1.0),
+          actor(envs[1], 1, post, True, friction=0.2),
+          actor(envs[2], 2, mass=12.0), actor(envs[2], 2, mass=6.0)]
 plane = contact.Plane(actors, [0, 1, 3, 6, 7], 9.81, 0.1, 0.005)
 root = np.zeros((8, 13))
 root[:, 6] = 1.0
 root[:, 0] = [0.0, 0.0, 0.63, 0.0, 0.62, 1.3, 0.0, 0.7]
-root[:, 1] = [0.25, -0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+root[:, 1] = [0.25, -0.25, 0.0, 0.0, 0.0, 0.45, 0.0, 0.0]  # the post off the box's axis
 trace = []
 for step in range(400):
     turn = 0.3 if step < 200 else -0.3
@@ -89,7 +92,7 @@ def test_the_contact_scene_traces_the_same_on_this_mujoco_as_on_the_reference():
     # deflected env 1's box sideways, and the standing Go1 was walked into and pushed
     last, first = here["trace"][-1], here["trace"][0]
     assert last["xy"][2][0] > first["xy"][2][0] + 0.3 and abs(last["yaw"][2]) > 0.01
-    assert abs(last["xy"][4][1]) > 0.3
+    assert abs(last["xy"][4][1]) > 0.1
     assert last["xy"][7][0] > 0.7 + 0.3
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

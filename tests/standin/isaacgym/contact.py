@@ -11,14 +11,18 @@ and its roll and pitch are zero. What it models, and what it leaves out:
 - **Who touches whom:** Isaac Gym's rule, ``create_actor``'s group and filter: two actors'
   shapes collide when they are in the same env, their groups are equal (or either is -1) and
   their filters share no bit. A fixed-base actor (``fix_base_link``) does not move.
-- **A Go1 walks:** a velocity drive (gain ``DRIVE_GAIN`` per kg) holds its base at the
-  velocity its joints encode (``gymapi.WALK_JOINTS``), so it pushes what stands in its way
-  and is stopped by what does not move.
+- **A Go1 walks, with the force its feet can take from the ground:** the ground's force on
+  its base drives it toward the velocity its joints encode (``gymapi.WALK_JOINTS``), as a
+  first-order servo of time constant ``SERVO_S``, and that force is Coulomb friction: at most
+  mu * m * g in the plane (mu the mean of the terrain's ``static_friction`` and the robot's
+  shape friction, m its URDF mass, g the sim's gravity), and that force times the
+  footprint's radius of gyration in yaw. So a Go1 pushes with at most mu * m * g (the mid
+  task's: (0.1 + 1.0) / 2 x 12.8 kg x 9.81, about 69 N), it is stopped by what it cannot
+  move, and it is pushed away by more than that: the same bound is its ground friction.
 - **Friction:** between two shapes, Coulomb friction of the mean of their shapes'
   ``friction`` (PhysX's default combine mode); on the ground, Coulomb friction of the mean of
   the terrain's ``static_friction`` and the object's shape friction, under the sim's gravity
-  and the actor's mass (the yaw's: that force times the footprint's radius of gyration). A
-  Go1's drive overcomes its own ground friction, which is not modelled.
+  and the actor's mass (the yaw's: that force times the footprint's radius of gyration).
 - **Net contact forces:** each contact's force (world frame) on the root body of each actor
   it touches; the other rigid bodies of an actor get none.
 - Not modelled: gravity's own motion (nothing falls or tips), the terrain's walls and
@@ -30,7 +34,10 @@ import mujoco
 
 GO1_FOOTPRINT = (0.645, 0.28)  # Unitree Go1's standing length and width (m), its spec sheet
 HALF_HEIGHT = 1.0  # every shape a prism this tall each side of z = 0
-DRIVE_GAIN = 1000.0  # a Go1's velocity drive, N*s/m per kg of the robot (kg*m^2/s per kg in yaw)
+# The time constant of a Go1's base velocity servo (s): 4 sim steps of MQE's 0.005 s, so the
+# explicit drive is stable (dt / SERVO_S = 0.25) and small beside the tracking lag of the
+# joints that encode the command (about 0.085 s, the actuator net's: tests/standin/README.md)
+SERVO_S = 0.02
 
 
 def _collide(a, b):
@@ -64,8 +71,9 @@ class Plane(object):
 
     def __init__(self, actors, walker_rows, gravity, ground_friction, dt):
         walkers = set(walker_rows)
-        bodies, acts, pairs = [], [], []
+        bodies, pairs = [], []
         self.rows, self.free, self.walk, geoms = [], [], [], {}
+        self.bound, self.inertia = [], []
         for row, actor in enumerate(actors):
             shapes = _footprint(actor, row in walkers)
             if not shapes:
@@ -97,10 +105,13 @@ class Plane(object):
                 bodies.append('<body name="%s">%s%s</body>' % (name, joints, xml))
                 if row in walkers:
                     self.walk.append(row)
-                    acts.append("".join('<velocity joint="%s_%s" kv="%g"/>'
-                                        % (name, axis, DRIVE_GAIN * mass) for axis in "xyr"))
             if not fixed:
                 self.free.append(row)
+            if row in walkers:  # bound of the drive: mu * m * g, and its torque in yaw
+                mu = 0.5 * (float(ground_friction) + actor.shape_props[0].friction)
+                radius = np.sqrt((GO1_FOOTPRINT[0] ** 2 + GO1_FOOTPRINT[1] ** 2) / 12)
+                self.bound.append([mu * mass * gravity, mu * mass * gravity * radius])
+                self.inertia.append([mass, mass * radius * radius])
             self.rows.append(row)
         by_env, free = {}, set(self.free)
         for row in self.rows:  # contact pairs only within an env
@@ -115,8 +126,8 @@ class Plane(object):
                     pairs += ['<pair geom1="%s" geom2="%s" condim="3" friction="%g %g"/>'
                               % (g1, g2, mu, mu) for g1 in geoms[a] for g2 in geoms[b]]
         xml = ('<mujoco><option timestep="%g" gravity="0 0 0" integrator="implicitfast"/>'
-               '<worldbody>%s</worldbody><actuator>%s</actuator><contact>%s</contact>'
-               '</mujoco>' % (dt, "".join(bodies), "".join(acts), "".join(pairs)))
+               '<worldbody>%s</worldbody><contact>%s</contact>'
+               '</mujoco>' % (dt, "".join(bodies), "".join(pairs)))
         self.model = mujoco.MjModel.from_xml_string(xml)
         self.data = mujoco.MjData(self.model)
         self.fixed = [row for row in self.rows if row not in free]
@@ -124,6 +135,9 @@ class Plane(object):
                        for r in self.rows]
         self.mocap = [self.model.body_mocapid[body]
                       for row, body in zip(self.rows, self.bodies) if row not in free]
+        self.walk_dofs = np.array([self.free.index(row) for row in self.walk], dtype=np.int64)
+        self.bound = np.array(self.bound).reshape(-1, 2)
+        self.inertia = np.array(self.inertia).reshape(-1, 2)
 
     def step(self, root, walk_velocity):
         """Steps the plane from ``root`` (actors x 13, numpy, Isaac Gym's layout; rows of the
@@ -140,8 +154,11 @@ class Plane(object):
             fixed = root[self.fixed]
             d.mocap_pos[self.mocap] = fixed[:, 0:3] * np.array([1.0, 1.0, 0.0])
             d.mocap_quat[self.mocap] = fixed[:, [6, 3, 4, 5]]
+        d.qfrc_applied[:] = 0.0
         if self.walk:
-            d.ctrl[:] = np.asarray(walk_velocity, dtype=np.float64).reshape(-1)
+            d.qfrc_applied.reshape(-1, 3)[self.walk_dofs] = self.drive(
+                np.asarray(walk_velocity, dtype=np.float64).reshape(-1, 3),
+                d.qvel.reshape(-1, 3)[self.walk_dofs])
         mujoco.mj_step(m, d)
         q, v = d.qpos.reshape(-1, 3), d.qvel.reshape(-1, 3)
         rows = self.free
@@ -155,3 +172,13 @@ class Plane(object):
         # joints' frictionloss acts on DOFs); the sum of mj_contactForce over its contacts
         mujoco.mj_rnePostConstraint(m, d)
         return d.cfrc_ext[self.bodies, 3:]
+
+    def drive(self, command, velocity):
+        """The ground's force on each walker (x, y in the world, yaw torque): a first-order
+        servo toward ``command`` (time constant SERVO_S), bounded by Coulomb friction, the
+        force's norm in the plane and the torque each by their bound."""
+        wanted = self.inertia[:, [0, 0, 1]] * (command - velocity) / SERVO_S
+        planar = np.linalg.norm(wanted[:, :2], axis=1)
+        wanted[:, :2] *= np.minimum(1.0, self.bound[:, 0] / np.maximum(planar, 1e-12))[:, None]
+        wanted[:, 2] = np.clip(wanted[:, 2], -self.bound[:, 1], self.bound[:, 1])
+        return wanted

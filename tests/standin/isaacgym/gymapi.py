@@ -285,6 +285,11 @@ DOF_DRAG = 1.0
 # so a commanded velocity becomes the base's, as walk-these-ways' trained body would make it.
 WALK_JOINTS = ("FL_calf_joint", "FR_calf_joint", "RL_calf_joint", "RR_calf_joint",
                "FL_thigh_joint", "FR_thigh_joint")
+# A Go1 whose joints were set (MQE's reset draws them at 0.7-1.3 x their default angles,
+# go1_config.py:241) stands before it walks: its base takes no command for this long (s),
+# three time constants of its joints' tracking (about 0.085 s, the actuator net's), by which
+# the drawn angles' own encoded velocity has decayed to 5%: zero command, no motion.
+STANCE_S = 0.25
 
 
 def _walkers(actors, device):
@@ -404,6 +409,11 @@ class Gym(object):
         sim.fixed = torch.tensor([a.asset.options.fix_base_link for a in actors],
                                  device=dev, dtype=torch.bool)
         sim.walk = _walkers(actors, dev)
+        walker = torch.full((len(actors) + 1,), -1, dtype=torch.long)
+        if sim.walk is not None:
+            walker[sim.walk[0].cpu()] = torch.arange(len(sim.walk[0]))
+            sim.stance = torch.zeros(len(sim.walk[0]) + 1, device=dev)  # the last: a sink
+        sim.walker = walker.to(dev)  # each actor's walker index, -1 for none
         walk_rows = sim.walk[0].tolist() if sim.walk is not None else []
         sim.plane = contact.Plane(actors, walk_rows, abs(float(sim.params.gravity.z)),
                                   sim.ground_friction, float(sim.params.dt)) if actors else None
@@ -449,7 +459,10 @@ class Gym(object):
             qx, qy, qz, qw = root[rows][:, _ROT].unbind(-1)
             yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
             cos, sin = torch.cos(yaw), torch.sin(yaw)
+            standing = (sim.stance[:-1] > 0).unsqueeze(-1)
             walk = torch.stack([vx * cos - vy * sin, vx * sin + vy * cos, wz], -1)
+            walk = torch.where(standing, torch.zeros_like(walk), walk)
+            sim.stance -= dt
         if sim.plane is not None:
             # the actors with shapes move in the plane's contact world (contact.py), on the host
             state = root.detach().cpu().double().numpy()
@@ -705,13 +718,23 @@ class Gym(object):
     def set_dof_state_tensor(self, sim, tensor):
         _, data = self._rows(sim, tensor, 2)
         sim.dof.copy_(data)
+        self._stand(sim, torch.arange(len(sim.actors), device=sim.device))
         return True
 
     def set_dof_state_tensor_indexed(self, sim, tensor, indices, count):
         idx, data = self._rows(sim, tensor, 2, indices, count)
         rows = self._dof_rows(sim, idx)
         sim.dof[rows] = data[rows]
+        self._stand(sim, idx)
         return True
+
+    @staticmethod
+    def _stand(sim, idx):
+        """The Go1s among actors ``idx`` whose joints were just set stand for STANCE_S
+        (no host sync: the others' rows go to the sink at the end)."""
+        if sim.walk is not None:
+            walker = sim.walker[idx]
+            sim.stance[torch.where(walker >= 0, walker, sim.stance.shape[0] - 1)] = STANCE_S
 
     def set_dof_actuation_force_tensor(self, sim, tensor):
         _, data = self._rows(sim, tensor, 1)
