@@ -4,8 +4,8 @@
 # envs)? Over real MQE and the Isaac Gym stand-in, the same checkpoint and seed 0, one factor
 # at a time: the device (cpu, cuda:0), the env count (32, 300) and the command (eval,
 # reproduce). Writes $OUT/oracle.log and one JSON line a case to $OUT/oracle.jsonl.
-# ORACLE_STEP (the checkpoint's step), ORACLE_ENVS, ORACLE_DEVICES and ORACLE_REPRODUCE=0
-# (no reproduce) narrow it.
+# ORACLE_STEPS (the checkpoints' steps; ORACLE_STEP one), ORACLE_ENVS, ORACLE_DEVICES and
+# ORACLE_REPRODUCE=0 (no reproduce) narrow it.
 set -u
 W=$(mktemp -d /tmp/oracle.XXXXXX) || exit 1
 OUT=${OUT:-/tmp/oracle-out}; mkdir -p "$OUT"
@@ -13,7 +13,7 @@ OUT=${OUT:-/tmp/oracle-out}; mkdir -p "$OUT"
 source benchmarks/try_site.sh
 LOG=$OUT/oracle.log
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee "$LOG"
-CK=$W/work/MAPush/results/10-15-23_cuboid/checkpoints/rl_model_${ORACLE_STEP:-100000000}_steps
+CKS=$W/work/MAPush/results/10-15-23_cuboid/checkpoints
 one() {  # a case: its name, then the mapush command (run over the stand-in by try.py --cmd)
     local name=$1; shift
     local start; start=$(date +%s)
@@ -30,10 +30,13 @@ print(json.dumps({"case": name, "exit": int(rc), "seconds": int(took),
                   "result": json.loads(lines[-1]) if lines else None}))
 PY
 }
-for envs in ${ORACLE_ENVS:-32 300}; do
-    for dev in ${ORACLE_DEVICES:-cuda:0 cpu}; do
-        DEVICE=$dev one "eval-${ORACLE_STEP:-100000000}-$dev-$envs" mapush eval --checkpoint "$CK" --num-envs "$envs" \
-            --seed 0 --sim-device "$dev" --rl-device "$dev"
+for step in ${ORACLE_STEPS:-${ORACLE_STEP:-100000000}}; do
+    for envs in ${ORACLE_ENVS:-32 300}; do
+        for dev in ${ORACLE_DEVICES:-cuda:0 cpu}; do
+            DEVICE=$dev one "eval-$step-$dev-$envs" mapush eval --num-envs "$envs" \
+                --checkpoint "$CKS/rl_model_${step}_steps" --seed 0 --sim-device "$dev" \
+                --rl-device "$dev"
+        done
     done
 done
 if [ "${ORACLE_REPRODUCE:-1}" = 1 ]; then
