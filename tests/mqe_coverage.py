@@ -45,6 +45,19 @@ def off_and_gpu(groups: dict) -> tuple:
     gpu = sum(len(lines) for reason, lines in groups.items() if reason.startswith(GPU_ONLY))
     return sum(len(lines) for reason, lines in groups.items() if reason) - gpu, gpu
 REASONS = Path(__file__).with_name("mqe_coverage.yaml")
+# Outcomes the stand-in's world cannot produce (#79 item 5; tests/standin/README.md): its bodies
+# keep their height and have no roll or pitch, so MQE's roll, pitch and z_wave terminations
+# (legged_robot_field.py:148-163 at the pin) run every step and never trip. Their lines would
+# count as covered; they are left out of the go1push path's figure instead, and printed.
+UNPRODUCIBLE = {"mqe/envs/field/legged_robot_field.py": ("r_term_buff", "p_term_buff",
+                                                          "z_wave_term_buff")}
+
+
+def unproducible(tree: Path, name: str) -> set:
+    """The statement lines of ``name`` that compute an outcome the world cannot produce."""
+    words = UNPRODUCIBLE.get(name, ())
+    lines = (tree / name).read_text().splitlines()
+    return {n for n, text in enumerate(lines, 1) if any(w in text for w in words)}
 
 
 def rcfile(folder: Path, tree: Path) -> Path:
@@ -168,7 +181,7 @@ def main(folder: str) -> int:
     gone = stale(tree, listed)
     total = [0, 0]
     core, path = [0, 0], [0, 0]
-    rows, gpu_lines = {}, 0
+    rows, gpu_lines, unproduced = {}, 0, 0
     for measured in sorted(cov.get_data().measured_files()):
         if tree not in Path(measured).parents:  # a test's own copy of the tree (none expected)
             continue
@@ -182,16 +195,20 @@ def main(folder: str) -> int:
             gpu_lines += gpu
             core[0] += len(statements) - len(missing)
             core[1] += len(statements)
-            path[0] += len(statements) - len(missing)
-            path[1] += len(statements) - off_path
+            never = unproducible(tree, name) & (set(statements) - set(missing))
+            unproduced += len(never)
+            path[0] += len(statements) - len(missing) - len(never)
+            path[1] += len(statements) - off_path - len(never)
             rows[name] = (statements, missing, groups, off_path)
     share = 100.0 * path[0] / max(path[1], 1)
     print("mqe coverage: go1push path %.1f%% (%d of %d statements; %d of those not run are the "
           "GPU pipeline's, on the path of every GPU run but not run in CI; %d not reachable on "
-          "it, each with its reason in tests/mqe_coverage.yaml); core %.1f%% (%d of %d); all of "
-          "mqe %.1f%% (%d of %d)" % (share, path[0], path[1], gpu_lines, core[1] - path[1],
-                                 100.0 * core[0] / max(core[1], 1), core[0], core[1],
-                                 100.0 * total[0] / max(total[1], 1), total[0], total[1]))
+          "it, each with its reason in tests/mqe_coverage.yaml; %d run but left out: outcomes "
+          "the stand-in cannot produce, roll, pitch and z_wave terminations); core %.1f%% (%d "
+          "of %d); all of mqe %.1f%% (%d of %d)" % (
+              share, path[0], path[1], gpu_lines, core[1] - path[1] - unproduced, unproduced,
+              100.0 * core[0] / max(core[1], 1), core[0], core[1],
+              100.0 * total[0] / max(total[1], 1), total[0], total[1]))
     for name in CORE:
         if name not in rows:
             print("  %s: never imported" % name)

@@ -24,17 +24,24 @@ SETS = ["--set", "task.env.episode_length_s=5",
         "--set", "task.goal.random_goal_distance_from_init=[1.2,1.6]"]
 
 
-def test_ppo_learns_to_push_the_cuboid_over_the_stand_in(real_mqe, tmp_path):
+def train(real_mqe, tmp_path, name, *extra):
+    """push_reward and success_rate of one seeded run, in order of step."""
     config = real_mqe["tree"] / "results" / "10-15-23_cuboid" / "task" / "config.py"
-    run = tmp_path / "run"
+    run = tmp_path / name
     proc = run_mapush(["train", "--object", "cuboid", "--object-config", config,
                        "--num-envs", 32, "--steps", 256000, "--seed", 1, "--run-dir", run,
-                       "--no-preflight", "--sim-device", "cpu", "--rl-device", "cpu"] + SETS,
-                      real_env(real_mqe), cwd=tmp_path, timeout=900)
+                       "--no-preflight", "--sim-device", "cpu", "--rl-device", "cpu"]
+                      + SETS + list(extra), real_env(real_mqe), cwd=tmp_path, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     logged = scalars(run)
-    push = [value for _, value in sorted(logged["reward/push_reward"])]
-    success = [value for _, value in sorted(logged["metrics/success_rate"])]
+    return ([value for _, value in sorted(logged["reward/push_reward"])],
+            [value for _, value in sorted(logged["metrics/success_rate"])])
+
+
+def test_ppo_learns_to_push_the_cuboid_over_the_stand_in(real_mqe, tmp_path):
+    control, _ = train(real_mqe, tmp_path, "control", "--set", "lr=0", "--set", "critic_lr=0")
+    push, success = train(real_mqe, tmp_path, "learner")
+    print("push_reward: learner %s, control (lr 0) %s" % (push, control))
     assert len(push) >= 6, push
     last = sum(push[-2:]) / 2
     assert last >= 1.0 and last >= 5 * push[0], push
