@@ -8,12 +8,14 @@ torch, which the pytest process has already imported.
 import json
 import sys
 
+import numpy as np
+
 from mapush import sim
 
 sim.import_isaacgym()
 
 import torch  # noqa: E402  (after isaacgym)
-from isaacgym import gymapi, gymtorch  # noqa: E402
+from isaacgym import contact, gymapi, gymtorch  # noqa: E402
 
 from mapush.envs.step_record import graph_report  # noqa: E402
 from mapush.spec import RunSpec  # noqa: E402
@@ -640,6 +642,148 @@ def case_push(n, steps=1000, still=False):
                        "push": float(env.push_reward_scale)}}
 
 
+def ocb_normals(vertices, rel):
+    """The inward normal of the box polygon's edge nearest each point ``rel`` (box frame):
+    each edge's distance is to its segment (the projection clamped to it); the first edge
+    wins a tie (a corner), as the edges are listed."""
+    start, end = vertices, np.roll(vertices, -1, axis=0)
+    edge = end - start
+    t = np.clip((((rel[:, None, :] - start[None]) * edge[None]).sum(-1)
+                 / (edge * edge).sum(-1)[None]), 0.0, 1.0)
+    nearest = start[None] + t[..., None] * edge[None]
+    which = np.linalg.norm(rel[:, None, :] - nearest, axis=-1).argmin(1)
+    unit = edge / np.linalg.norm(edge, axis=-1, keepdims=True)
+    return np.stack([-unit[:, 1], unit[:, 0]], -1)[which]
+
+
+def case_terms(n, steps=300):
+    """#79 item 3: every reward term of the mid task recomputed here from the root states and
+    the config's scales, step by step over the scripted controller, env 0's two robots set
+    down overlapping (0.22 m apart: a real collision, which MQE's collision termination
+    ends). Per term, the largest difference from MQE's own sum (``reward_buffer``) and how
+    often it was non-zero; the largest difference of each robot's total reward."""
+    env, _ = sim.make_env(spec(num_envs=n, seed=3))
+    inner = env.env
+    agents = inner.num_agents
+    env.reset()
+    state = inner.all_root_states.view(n, -1, 13)
+    state[0, 1, :2] = state[0, 0, :2] + torch.tensor([0.0, 0.1])
+    inner.gym.set_actor_root_state_tensor(inner.sim,
+                                          gymtorch.unwrap_tensor(inner.all_root_states))
+    origins = inner.env_origins.double()
+    scale_pos = float(inner.cfg.obs.scales.base_pos)
+    vertices = np.array(inner.cfg.asset.vertex_list, dtype=np.float64)
+    threshold = float(inner.cfg.termination.collision_kwargs["threshold"])
+    s = {k: float(getattr(env, k + "_scale")) for k in (
+        "approach_reward", "target_reward", "reach_target_reward", "collision_punishment",
+        "push_reward", "ocb_reward", "exception_punishment")}
+    decide, seen = inner.check_termination, {}
+
+    def watched():  # the robots where MQE decides, before any reset
+        seen["robots"] = inner.root_states.view(n, agents, 13)[..., :2].double().clone()
+        return decide()
+
+    inner.check_termination = watched
+    worst = {k: 0.0 for k in env.reward_buffer if k != "step_count"}
+    fired = dict.fromkeys(worst, 0)
+    total_worst, last_box, contact = 0.0, None, 0.0
+    for step in range(steps):
+        before = {k: float(v) for k, v in env.reward_buffer.items()}
+        _obs, reward, _done, _info = env.step(pushing_actions(env))
+        npc = inner.root_states_npc.view(n, -1, 13).double()
+        box, target = npc[:, 0], npc[:, 1]
+        robots = inner.root_states.view(n, agents, 13).double()
+        if step == 0:
+            inner.gym.refresh_net_contact_force_tensor(inner.sim)
+            bases = inner.contact_forces[0, :agents * inner.num_bodies:inner.num_bodies]
+            contact = float(bases.norm(dim=-1).min())
+        gap = (box[:, :2] - target[:, :2]).norm(dim=-1)
+        past = gap if last_box is None else (last_box[:, :2] - target[:, :2]).norm(dim=-1)
+        last_box = box.clone()
+        box_pos = box[:, :3] - origins
+        base = (robots[..., :3] - origins.unsqueeze(1)) * scale_pos
+        pair = (seen["robots"][:, 0] - seen["robots"][:, 1]).norm(dim=-1)
+        qx, qy, qz, qw = box[:, 3:7].unbind(-1)
+        yaw = torch.atan2(2 * (qw * qz + qx * qy), 1 - 2 * (qy * qy + qz * qz))
+        cos, sin = torch.cos(yaw), torch.sin(yaw)
+        ahead = (target[:, :2] - box[:, :2]) / gap.unsqueeze(-1)
+        mine = {
+            "distance_to_target_reward": s["target_reward"] * 100
+            * (2 * (past - gap) - 0.01 * gap),
+            "push_reward": s["push_reward"] * (box[:, 7:9].norm(dim=-1) > 0.1).double(),
+            "reach_target_reward": s["reach_target_reward"] * inner.finished_buf.double(),
+            "exception_punishment": s["exception_punishment"] * (pair < threshold).double(),
+            "collision_punishment": s["collision_punishment"]
+            / (0.02 + (base[:, 0] - base[:, 1]).norm(dim=-1) / 3),
+        }
+        approach = -((box_pos.unsqueeze(1) - base).norm(dim=-1) + 0.5) ** 2 \
+            * s["approach_reward"]
+        ocb = []
+        for i in range(agents):
+            d = base[:, i, :2] - box_pos[:, :2]
+            rel = torch.stack([d[:, 0] * cos + d[:, 1] * sin, -d[:, 0] * sin + d[:, 1] * cos], -1)
+            normal = torch.from_numpy(ocb_normals(vertices, rel.numpy()))
+            world = torch.stack([normal[:, 0] * cos - normal[:, 1] * sin,
+                                 normal[:, 0] * sin + normal[:, 1] * cos], -1)
+            ocb.append((ahead * world).sum(-1) * s["ocb_reward"])
+        ocb = torch.stack(ocb, 1)
+        # each robot: every per-env term (the pair's collision term once: two robots) and its own
+        per_agent = sum(v for v in mine.values()).unsqueeze(1) + approach + ocb
+        total_worst = max(total_worst, float((per_agent - reward.double()).abs().max()))
+        mine = {k: float(v.sum()) for k, v in mine.items()}
+        mine["approach_to_box_reward"] = float(approach.sum())
+        mine["ocb_reward"] = float(ocb.sum())
+        for k in worst:
+            delta = float(env.reward_buffer[k]) - before[k]
+            worst[k] = max(worst[k], abs(delta - mine[k]) / max(1.0, abs(mine[k])))
+            fired[k] += int(mine[k] != 0.0)
+    return {"worst": worst, "fired": fired, "total_worst": total_worst, "contact": contact,
+            "scales": s, "steps": steps}
+
+
+def case_straight(n, steps=300):
+    """#79 item 3: the first success step of a straight push, to be predicted from the
+    controller's kinematics. Per env the box (yaw 0) with both robots against its back face,
+    side by side, facing the target that lies ``distances`` m ahead; both walk forward at
+    full command (0.5 m/s) from the first step. Returns, per env, the first step MQE finished
+    it, with what the prediction needs: the threshold, the policy's dt, and the masses."""
+    env, _ = sim.make_env(spec(num_envs=n, seed=3))
+    inner = env.env
+    agents = inner.num_agents
+    env.reset()
+    distances = [1.6 + 0.4 * e for e in range(n)]
+    half = float(np.abs(np.array(inner.cfg.asset.vertex_list)).max())
+    state = inner.all_root_states.view(n, -1, 13)
+    box = state[:, agents, :2].clone()
+    state[:, :agents + 2, 3:13] = 0.0
+    state[:, :agents + 2, 6] = 1.0  # every robot, the box and the target: yaw 0, at rest
+    for agent in range(agents):
+        state[:, agent, :2] = box + torch.tensor([-half - 0.3225 - 0.005,
+                                                  0.6 * agent - 0.3 * (agents - 1)])
+    state[:, agents + 1, :2] = box + torch.tensor(distances).unsqueeze(-1) * torch.tensor(
+        [1.0, 0.0])
+    inner.gym.set_actor_root_state_tensor(inner.sim,
+                                          gymtorch.unwrap_tensor(inner.all_root_states))
+    first = [None] * n
+    forward = torch.zeros(n, agents, 3)
+    forward[..., 0] = 1.0
+    for step in range(steps):
+        env.step(forward)
+        for e in torch.nonzero(inner.finished_buf).view(-1).tolist():
+            if first[e] is None:
+                first[e] = step + 1  # the steps taken when it finished
+    plane = SIMS[-1].plane  # the world's stated parameters (contact.py), read off its model
+    robot_row, box_row = int(inner.agent_indices[0, 0]), int(inner.npc_indices[0, 0])
+    dofs = plane.model.dof_frictionloss.reshape(-1, 3)
+    mass = {row: float(plane.model.body_mass[plane.bodies[plane.rows.index(row)]])
+            for row in (robot_row, box_row)}
+    return {"first": first, "distances": distances, "threshold": float(inner.cfg.goal.THRESHOLD),
+            "dt": float(env.dt), "half": half, "robot_mass": mass[robot_row],
+            "box_mass": mass[box_row], "box_friction": float(dofs[plane.free.index(box_row), 0]),
+            "drive_bound": float(plane.bound[plane.walk.index(robot_row), 0]),
+            "servo": contact.SERVO_S, "stance": gymapi.STANCE_S, "agents": agents}
+
+
 def case_calculator(n):
     """``mapush eval``'s calculator (mapush/eval/calculator.py) with the scripted controller
     as its policy, and the same first episodes counted here: per env, its first episode's
@@ -729,6 +873,8 @@ CASES = {
     "walk": case_walk,
     "push": case_push,
     "calculator": case_calculator,
+    "terms": case_terms,
+    "straight": case_straight,
     "push_still": lambda n: case_push(n, 200, still=True),
     "walk_still": lambda n: case_walk(n, 0.0),
     "shadow_broken_09": lambda n: case_shadow(n, "09"),

@@ -340,18 +340,18 @@ from types import SimpleNamespace as NS
 import numpy as np
 from isaacgym import contact
 
-def actor(env, footprint=(), fixed=False, mass=11.3):
+def actor(env, footprint=(), fixed=False, mass=16.3):
     return NS(env=env, collision_group=0, filter=0, shape_props=[NS(friction=1.0)],
               asset=NS(options=NS(fix_base_link=fixed), mass=mass, footprint=list(footprint)))
 
 heavy, post = [("box", [0.6, 0.6, 0.6], 0.0, 0.0, 0.0)], [("cylinder", 0.2, 0.0, 0.0, 0.0)]
 e = [object() for _ in range(5)]
-# env 0: a Go1 walks into a fixed post; env 1: one Go1 behind a 16 kg box; env 2: two Go1s
+# env 0: a Go1 walks into a fixed post; env 1: one Go1 behind a 24 kg box; env 2: two Go1s
 # behind it side by side; env 3: a Go1 alone, from rest; env 4: a Go1 walks into a standing
 # one of half its mass
-actors = [actor(e[0]), actor(e[0], post, True), actor(e[1]), actor(e[1], heavy, mass=16.0),
-          actor(e[2]), actor(e[2]), actor(e[2], heavy, mass=16.0), actor(e[3]),
-          actor(e[4]), actor(e[4], mass=5.6)]
+actors = [actor(e[0]), actor(e[0], post, True), actor(e[1]), actor(e[1], heavy, mass=24.0),
+          actor(e[2]), actor(e[2]), actor(e[2], heavy, mass=24.0), actor(e[3]),
+          actor(e[4]), actor(e[4], mass=8.15)]
 walkers = [0, 2, 4, 5, 7, 8, 9]
 plane = contact.Plane(actors, walkers, 9.81, 0.1, 0.005)
 root = np.zeros((10, 13))
@@ -369,15 +369,15 @@ for step in range(400):
     post_force.append(float(np.linalg.norm(forces[plane.rows.index(1)][:2])))
 print(json.dumps({"post": post_force[-1], "speed": speed, "box_alone": root[3, 0] - half[0],
                   "box_pair": root[6, 0] - half[1], "pushed": root[9, 0] - 0.7,
-                  "mu_m_g": 0.5 * (0.1 + 1.0) * 11.3 * 9.81, "servo": contact.SERVO_S}))
+                  "mu_m_g": 0.5 * (0.1 + 1.0) * 16.3 * 9.81, "servo": contact.SERVO_S}))
 """
 
 
 def test_a_go1_pushes_with_at_most_what_its_feet_take_from_the_ground():
     """#79 item 1: a Go1's drive is bounded by Coulomb friction, mu * m * g (mu the mean of
-    the ground's 0.1 and the robot's 1.0, PhysX's combine; m 11.3 kg, Go1's URDF): against a
-    fixed post it presses with exactly that; alone it cannot move a 16 kg box (whose ground
-    friction, 86 N, is more), two side by side can; from rest it accelerates at most mu * g
+    the ground's 0.1 and the robot's 1.0, PhysX's combine; m 16.3 kg, the Go1 asset's):
+    against a fixed post it presses with exactly that; alone it cannot move a 24 kg box (whose
+    ground friction, 129 N, is more), two side by side can; from rest it accelerates at most mu * g
     and then follows its command as a first-order lag of SERVO_S; it pushes away a standing
     Go1 of half its mass, whose feet hold only half as much."""
     out = run(DRIVE)

@@ -17,7 +17,7 @@ and its roll and pitch are zero. What it models, and what it leaves out:
   mu * m * g in the plane (mu the mean of the terrain's ``static_friction`` and the robot's
   shape friction, m its URDF mass, g the sim's gravity), and that force times the
   footprint's radius of gyration in yaw. So a Go1 pushes with at most mu * m * g (the mid
-  task's: (0.1 + 1.0) / 2 x 11.3 kg x 9.81, about 61 N), it is stopped by what it cannot
+  task's: (0.1 + 1.0) / 2 x 16.3 kg x 9.81, about 88 N), it is stopped by what it cannot
   move, and it is pushed away by more than that: the same bound is its ground friction.
 - **Friction:** between two shapes, Coulomb friction of the mean of their shapes'
   ``friction`` (PhysX's default combine mode); on the ground, Coulomb friction of the mean of
