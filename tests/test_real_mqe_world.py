@@ -93,3 +93,48 @@ def test_mapush_eval_counts_the_scripted_episodes_as_counted_by_hand(real_mqe):
     assert hand > 0.05
     assert result["collaboration_degree"] == pytest.approx(
         hand, abs=max(1.0 / ended[e][1] for e in wins))
+
+
+def test_every_reward_term_of_the_mid_task_is_its_formula(real_mqe):
+    """#79 item 3: each reward term of MQE's mid wrapper (go1_push_mid_wrapper.py:309-388 at
+    the pin), recomputed in the probe from the root states and the config's scales (not from
+    MQE's distance code or flags: the exception from the robots' centres where MQE decides,
+    the OCB's normal from our own nearest-edge geometry), equals MQE's sum step by step over
+    300 steps of the scripted controller in 4 envs, and each robot's total reward equals the
+    sum of its terms. Env 0's robots are set down 0.1 m apart: a real collision (contact
+    forces between them) that MQE's collision termination ends, so the exception term fires."""
+    proc, out = probe(real_mqe, "terms", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(out["worst"], out["fired"])
+    for term, worst in out["worst"].items():
+        assert worst <= 1e-5, (term, out["worst"])  # relative (float32 against float64)
+    assert out["total_worst"] <= 1e-4, out["total_worst"]
+    fired = out["fired"]
+    assert fired["exception_punishment"] >= 1 and fired["reach_target_reward"] >= 1, fired
+    assert fired["push_reward"] > 50
+    for term in ("distance_to_target_reward", "approach_to_box_reward", "collision_punishment",
+                 "ocb_reward"):
+        assert fired[term] == out["steps"], fired
+    assert out["contact"] > 10.0  # newtons, on both robots at the first step
+
+
+def test_a_straight_push_succeeds_when_its_kinematics_say(real_mqe):
+    """#79 item 3: the first success step predicted from the controller's own kinematics and
+    the world's stated parameters (the probe reads them off its model), not from MQE's flags.
+    Two Go1s behind the cuboid walk forward at full command, 0.5 m/s: they stand STANCE_S
+    after the reset, then the pair and the box ramp up at a = (2 F_max - F_box) / (2 m + M)
+    (the drives bounded by friction, F_max = mu m g), losing v / 2a, and then move at
+    v = 0.5 - (F_box / 2) SERVO_S / m (the servo's lag under its share of the box's ground
+    friction). So the box's centre reaches the threshold at t = STANCE_S + v / 2a + (D -
+    THRESHOLD) / v, D its distance to the target. Measured: within 1.4 policy steps of it for
+    D = 1.6, 2.0, 2.4, 2.8 m; the tolerance is 1.5 steps (0.03 s): the joints' 5% left at the
+    stance's end and MuJoCo's soft friction."""
+    proc, out = probe(real_mqe, "straight", 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    n, m, big = out["agents"], out["robot_mass"], out["box_mass"]
+    v = 0.5 - (out["box_friction"] / n) * out["servo"] / m
+    a = (n * out["drive_bound"] - out["box_friction"]) / (n * m + big)
+    for distance, first in zip(out["distances"], out["first"]):
+        t = out["stance"] + v / (2 * a) + (distance - out["threshold"]) / v
+        assert first is not None, out
+        assert abs(first - t / out["dt"]) <= 1.5, (distance, first, t / out["dt"])
