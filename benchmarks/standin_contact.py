@@ -8,8 +8,9 @@ pushing_actions``, so the robots push their boxes), one process per stand-in, al
 
 The stand-ins are this checkout's ``tests/standin`` and each ``--standin`` folder (e.g. an
 older checkout's ``tests/standin``). Writes ``standin-contact.json``: per stand-in and repeat,
-ms per mid-level step of ``simulate`` and of ``Plane.step`` (each synchronized), and of the
-whole step (the controller's actions and MQE's own step included).
+ms per mid-level step of ``simulate``, of ``Plane.step`` and of
+``refresh_net_contact_force_tensor`` (each synchronized), and of the whole step (the
+controller's actions and MQE's own step included).
 """
 import argparse
 import json
@@ -31,14 +32,14 @@ def child(num_envs: int, steps: int, device: str) -> dict:
     import torch
     from isaacgym import contact, gymapi
 
-    spent = {"simulate": 0.0, "plane": 0.0}
+    spent = {"simulate": 0.0, "plane": 0.0, "refresh_contact": 0.0}
 
     def timed(name, fn):
-        def wrapper(*args):
+        def wrapper(*args, **kwargs):
             if device != "cpu":
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            out = fn(*args)
+            out = fn(*args, **kwargs)
             if device != "cpu":
                 torch.cuda.synchronize()
             spent[name] += time.perf_counter() - start
@@ -47,6 +48,10 @@ def child(num_envs: int, steps: int, device: str) -> dict:
 
     gymapi.Gym.simulate = timed("simulate", gymapi.Gym.simulate)
     contact.Plane.step = timed("plane", contact.Plane.step)
+    # a stand-in that reads the net contact forces when MQE refreshes them (#79 item 7) pays
+    # for them here, no longer in simulate
+    gymapi.Gym.refresh_net_contact_force_tensor = timed(
+        "refresh_contact", gymapi.Gym.refresh_net_contact_force_tensor)
     env, _ = probe.sim.make_env(probe.spec(num_envs=num_envs, seed=3, device=device))
     env.reset()
     for _ in range(10):

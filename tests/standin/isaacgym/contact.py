@@ -139,11 +139,12 @@ class Plane(object):
         self.bound = np.array(self.bound).reshape(-1, 2)
         self.inertia = np.array(self.inertia).reshape(-1, 2)
 
-    def step(self, root, walk_velocity):
+    def step(self, root, walk_velocity, forces=True):
         """Steps the plane from ``root`` (actors x 13, numpy, Isaac Gym's layout; rows of the
         plane's free actors are updated in place) with the walkers' commanded world velocity
         (``self.walk`` order, x 3: vx, vy, yaw rate). Returns the net contact force (world
-        frame) on each of ``self.rows``, in that order, as an array (rows x 3)."""
+        frame) on each of ``self.rows``, in that order, as an array (rows x 3): ``forces``
+        False returns None, and :meth:`forces` gives them later (until the next step)."""
         m, d = self.model, self.data
         state = root[self.free]
         x, y, z, w = state[:, 3], state[:, 4], state[:, 5], state[:, 6]
@@ -167,11 +168,15 @@ class Plane(object):
         root[rows, 5], root[rows, 6] = np.sin(q[:, 2] / 2), np.cos(q[:, 2] / 2)
         root[rows, 7], root[rows, 8], root[rows, 12] = v[:, 0], v[:, 1], v[:, 2]
         root[rows, 9:12] = 0.0
-        # each body's net contact force, world frame: the force part of MuJoCo's external
-        # constraint wrench, which only contacts make here (no equality constraints, and the
-        # joints' frictionloss acts on DOFs); the sum of mj_contactForce over its contacts
-        mujoco.mj_rnePostConstraint(m, d)
-        return d.cfrc_ext[self.bodies, 3:]
+        return self.forces() if forces else None
+
+    def forces(self):
+        """The last step's net contact force on each body, world frame: the force part of
+        MuJoCo's external constraint wrench, which only contacts make here (no equality
+        constraints, and the joints' frictionloss acts on DOFs); the sum of mj_contactForce
+        over its contacts."""
+        mujoco.mj_rnePostConstraint(self.model, self.data)
+        return self.data.cfrc_ext[self.bodies, 3:]
 
     def drive(self, command, velocity):
         """The ground's force on each walker (x, y in the world, yaw torque): a first-order

@@ -424,6 +424,7 @@ class Gym(object):
         sim.root_body = torch.tensor([a.first_body for a in actors], dtype=torch.long,
                                      device=dev)
         sim.contact = torch.zeros(num_bodies, 3, device=dev)
+        sim.contact_stale, sim.pinned = False, None  # simulate sets it; the copies' buffers
         sim.plane_bodies = sim.root_body[plane_rows]
         sim.body_actor = torch.tensor(
             [i for i, a in enumerate(actors) for _ in range(a.asset.num_bodies)],
@@ -464,14 +465,29 @@ class Gym(object):
             walk = torch.where(standing, torch.zeros_like(walk), walk)
             sim.stance -= dt
         if sim.plane is not None:
-            # the actors with shapes move in the plane's contact world (contact.py), on the host
-            state = root.detach().cpu().double().numpy()
-            forces = sim.plane.step(state, walk.detach().cpu().double().numpy()
-                                    if walk is not None else None)
-            root.copy_(torch.from_numpy(state).to(root.device, root.dtype))
-            sim.contact.zero_()  # then the plane's actors' root bodies, in one copy
-            sim.contact[sim.plane_bodies] = torch.from_numpy(forces).to(sim.contact.device,
-                                                                        torch.float)
+            # the actors with shapes move in the plane's contact world (contact.py), on the
+            # host: the root states and the walkers' commands down in one copy, the root states
+            # up in one (pinned and non-blocking on a GPU); the net contact forces are read
+            # only when MQE refreshes them (refresh_net_contact_force_tensor)
+            packed = root.detach().reshape(-1) if walk is None else \
+                torch.cat([root.detach().reshape(-1), walk.detach().reshape(-1)])
+            if packed.is_cuda:
+                if sim.pinned is None:
+                    sim.pinned = (torch.empty(packed.shape, pin_memory=True),
+                                  torch.empty(root.shape, pin_memory=True))
+                sim.pinned[0].copy_(packed, non_blocking=True)
+                torch.cuda.current_stream(packed.device).synchronize()
+                packed = sim.pinned[0]
+            host = packed.numpy().astype(np.float64)
+            state = host[:root.numel()].reshape(root.shape)
+            sim.plane.step(state, host[root.numel():].reshape(-1, 3) if walk is not None
+                           else None, forces=False)
+            if root.is_cuda:  # the previous upload is done: this step's download waited for it
+                sim.pinned[1].copy_(torch.from_numpy(state))
+                root.copy_(sim.pinned[1], non_blocking=True)
+            else:
+                root.copy_(torch.from_numpy(state))
+            sim.contact_stale = True
         free = (~sim.fixed & ~sim.in_plane).float().unsqueeze(-1)
         root[:, _POS] += free * root[:, _LINVEL] * dt
         w = root[:, _ANGVEL] * free
@@ -670,6 +686,11 @@ class Gym(object):
         return True
 
     def refresh_net_contact_force_tensor(self, sim):
+        if sim.contact_stale:  # the plane's actors' root bodies, in one copy
+            sim.contact.zero_()
+            sim.contact[sim.plane_bodies] = torch.from_numpy(sim.plane.forces()).to(
+                sim.contact.device, torch.float)
+            sim.contact_stale = False
         sim.views["contact"].copy_(sim.contact)
         return True
 
