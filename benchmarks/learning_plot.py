@@ -22,7 +22,8 @@ RESULTS = REPO / "benchmarks" / "results"
 def label(record: dict, path: Path) -> str:
     config = "the authors' config" if "authors-config" in path.stem or \
         record.get("object_config") else "task/%s/config.py" % record["object"]
-    return "%s, %s (%d envs)" % (record["algo"].upper(), config, record["num_envs"])
+    world = ", %s" % record["world"] if record.get("world") else ""
+    return "%s, %s (%d envs%s)" % (record["algo"].upper(), config, record["num_envs"], world)
 
 
 def draw(records: list, out: Path) -> None:

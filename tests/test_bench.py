@@ -73,7 +73,8 @@ def test_the_learning_curves_are_drawn_from_the_records_with_the_resume_marked(t
     labels = [line.get_label() for line in ax.get_lines() if not line.get_label().startswith("_")]
     assert sorted(labels) == ["HAPPO, the authors' config (500 envs)",
                               "PPO, task/cuboid/config.py (500 envs)",
-                              "PPO, the authors' config (500 envs)"]
+                              "PPO, the authors' config (500 envs)",
+                              "PPO, the authors' config (500 envs, Go1 drive bounded)"]
     ppo = next(line for line in ax.get_lines()
                if line.get_label() == "PPO, the authors' config (500 envs)")
     assert max(ppo.get_ydata()) > 0.2 and ppo.get_ydata()[0] == 0  # it learns, from 0
