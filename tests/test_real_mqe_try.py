@@ -12,6 +12,15 @@ from tests.conftest import MAPUSH_SRC, NO_SRC, REPO
 pytestmark = pytest.mark.real_mqe
 TRY = REPO / "tests" / "standin" / "try.py"
 BANNER = "No number on this page is a result of MAPush."
+# the tour's mid level: the learning test's recipe, with the authors' reward scales
+# (results/10-15-23_cuboid/task/config.py), as the run's spec records them
+MID_SETS = {"env.episode_length_s": 5, "goal.random_goal_distance_from_init": [1.2, 1.6],
+            "rewards.expanded_ocb_reward": True, "rewards.scales.target_reward_scale": 65,
+            "rewards.scales.approach_reward_scale": 15,
+            "rewards.scales.collision_punishment_scale": -50,
+            "rewards.scales.push_reward_scale": 30, "rewards.scales.ocb_reward_scale": 80,
+            "rewards.scales.reach_target_reward_scale": 200000,
+            "rewards.scales.exception_punishment_scale": -100000}
 
 
 def make_try(tmp, out, *extra, src=MAPUSH_SRC, timeout=580):
@@ -35,11 +44,14 @@ def test_make_try_runs_the_method_over_the_stand_in_and_says_so_everywhere(tmp_p
     for level in ("mid", "upper"):
         record = json.loads((out / level / "config.json").read_text())
         assert record["provenance"]["versions"]["isaacgym"] == "0+stand-in"
-        assert record["spec"]["task_sets"] == {"env.episode_length_s": 10 if level == "mid"
-                                               else 30}
+        assert record["spec"]["task_sets"] == (MID_SETS if level == "mid" else
+                                               {"env.episode_length_s": 30})
         page = (out / level / "report" / "index.html").read_text()
         assert page.count(BANNER) == 1 and "class=\"standin\"" in page
     assert str((out / "mid" / "report" / "index.html").resolve()) in proc.stderr
+    # the mid level's curve (#80 item 2): a point an update, 40 updates
+    from tests.test_openrl_train import scalars
+    assert len(scalars(out / "mid")["reward/push_reward"]) == 40
     # again: the pipeline's record says every stage is done, and nothing is trained again
     again = make_try(tmp_path, out, "--envs", "2")
     assert again.returncode == 0, again.stderr[-3000:]
