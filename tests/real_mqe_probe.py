@@ -679,17 +679,27 @@ def case_terms(n, steps=300):
         "push_reward", "ocb_reward", "exception_punishment")}
     decide, seen = inner.check_termination, {}
 
-    def watched():  # the robots where MQE decides, before any reset
+    def watched():  # the robots and the box where MQE decides, before any reset
         seen["robots"] = inner.root_states.view(n, agents, 13)[..., :2].double().clone()
+        seen["box"] = inner.root_states_npc.view(n, -1, 13)[:, 0, :2].double().clone()
+        seen["counted"] = ~inner.init_reset_buf.clone()  # MQE counts each env's first episode
         return decide()
 
     inner.check_termination = watched
     worst = {k: 0.0 for k in env.reward_buffer if k != "step_count"}
     fired = dict.fromkeys(worst, 0)
     total_worst, last_box, contact = 0.0, None, 0.0
+    together, degree_worst = 0, 0.0  # the collaboration degree's count, by hand and MQE's
+    reach = float(getattr(inner.cfg.goal, "collaboration_threshold", 1.0))
     for step in range(steps):
         before = {k: float(v) for k, v in env.reward_buffer.items()}
+        degree = inner.collaboration_degree_buf.clone()
         _obs, reward, _done, _info = env.step(pushing_actions(env))
+        near = (seen["robots"] - seen["box"].unsqueeze(1)).norm(dim=-1) < reach
+        mine_degree = (near.all(dim=1) & seen["counted"]).float()
+        degree_worst = max(degree_worst, float(
+            (inner.collaboration_degree_buf - degree - mine_degree).abs().max()))
+        together += int(mine_degree.sum())
         npc = inner.root_states_npc.view(n, -1, 13).double()
         box, target = npc[:, 0], npc[:, 1]
         robots = inner.root_states.view(n, agents, 13).double()
@@ -738,7 +748,8 @@ def case_terms(n, steps=300):
             worst[k] = max(worst[k], abs(delta - mine[k]) / max(1.0, abs(mine[k])))
             fired[k] += int(mine[k] != 0.0)
     return {"worst": worst, "fired": fired, "total_worst": total_worst, "contact": contact,
-            "scales": s, "steps": steps}
+            "scales": s, "steps": steps, "together": together, "degree_worst": degree_worst,
+            "collision_degree": float(inner.collision_degree_buf.abs().max())}
 
 
 def case_straight(n, steps=300):

@@ -102,7 +102,8 @@ def test_every_reward_term_of_the_mid_task_is_its_formula(real_mqe):
     the OCB's normal from our own nearest-edge geometry), equals MQE's sum step by step over
     300 steps of the scripted controller in 4 envs, and each robot's total reward equals the
     sum of its terms. Env 0's robots are set down 0.1 m apart: a real collision (contact
-    forces between them) that MQE's collision termination ends, so the exception term fires."""
+    forces between them) that MQE's collision termination ends, so the exception term fires.
+    The collaboration degree's count is recomputed the same way."""
     proc, out = probe(real_mqe, "terms", 4)
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(out["worst"], out["fired"])
@@ -116,6 +117,12 @@ def test_every_reward_term_of_the_mid_task_is_its_formula(real_mqe):
                  "ocb_reward"):
         assert fired[term] == out["steps"], fired
     assert out["contact"] > 10.0  # newtons, on both robots at the first step
+    # the collaboration degree's count (legged_robot_field.py:223-227): each step of an env's
+    # first episode with every robot within 1 m of the box, from the positions where MQE
+    # decides; the collision degree stays 0 (the mid task has no obstacles: its count is the
+    # high level's, tests/test_real_mqe_patches.py, the obstacle_degree probe)
+    assert out["degree_worst"] == 0.0 and out["together"] > 20, out["together"]
+    assert out["collision_degree"] == 0.0
 
 
 def test_a_straight_push_succeeds_when_its_kinematics_say(real_mqe):
