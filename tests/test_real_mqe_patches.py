@@ -181,9 +181,10 @@ def test_05_the_degrees_over_a_real_collision_counted_by_hand(real_mqe):
     for e in range(2):
         near = [dist(npcs[e][0], npcs[e][-1]) for npcs in run["npcs"]]
         # a real collision: the box reaches the fixed obstacle (1.1 m between the centres of
-        # the 1.2 m box and the 1 m obstacle, face to face) and is held at it for the last
-        # third, pushed towards a sub-goal beyond it
-        assert near[0] > 1.8 and min(near) < 1.2
+        # the 1.2 m box and the 1 m obstacle face to face, up to 1.35 m where a corner of the
+        # turned box meets it; over the friction-bounded Go1s it comes 1.21-1.32 m, turned)
+        # and is held at it for the last third, pushed towards a sub-goal beyond it
+        assert near[0] > 1.8 and min(near) < 1.35
         assert max(near[-steps // 3:]) < 1.5
         # partial counts: the box came from beyond the threshold
         assert 0 < run["counted"]["obstacle_collision_degree"][e] < steps
