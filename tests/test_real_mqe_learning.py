@@ -41,6 +41,9 @@ def train(real_mqe, tmp_path, name, *extra):
             [value for _, value in sorted(logged["metrics/success_rate"])])
 
 
+# two trainings (the control, then the learner) take about 6 minutes on 2 cores here and more
+# in the image: past pytest-timeout's 600 s default (pyproject.toml), a hang guard of 40 min
+@pytest.mark.timeout(2400)
 def test_ppo_learns_to_push_the_cuboid_over_the_stand_in(real_mqe, tmp_path):
     control, _ = train(real_mqe, tmp_path, "control", "--set", "lr=0", "--set", "critic_lr=0")
     push, success = train(real_mqe, tmp_path, "learner")
