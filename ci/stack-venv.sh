@@ -44,9 +44,9 @@ echo "test-stack: substituted: torch $torch and torchvision $torchvision from Py
      "$(comm -13 <(echo "$before") <(pip freeze | sort) | grep -v -E '^torch(vision)?==' |
         tr '\n' ' ')"
 # 4. (the test runner, pytest and pytest-timeout, is in the lock: mapush smoke runs them);
-#    coverage.py, not in the image: CI's figure of MQE's coverage by the real-MQE tests
-#    (tests/mqe_coverage.py)
-pip install "coverage==7.6.1"
+#    the test-only additions, not in the image: coverage.py (CI's figure of MQE's coverage by
+#    the real-MQE tests, tests/mqe_coverage.py) and pytest-xdist
+pip install --no-deps --require-hashes -r "$repo/env/requirements-stack-test.txt"
 # 5. our patches on the installed OpenRL, and on HARL's files at the pin (from the harl-aht
 #    carrier, checked against env/upstream.sha256 by the tests' helper), as the image
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

@@ -60,14 +60,34 @@ def unproducible(tree: Path, name: str) -> set:
     return {n for n, text in enumerate(lines, 1) if any(w in text for w in words)}
 
 
-def rcfile(folder: Path, tree: Path) -> Path:
-    """The rc file every measured process reads (COVERAGE_PROCESS_START)."""
+def rcfile(folder: Path, tree: Path, worker: str = "main") -> Path:
+    """The rc file every process measured over ``tree`` reads (COVERAGE_PROCESS_START), in
+    ``worker``'s own subfolder: each pytest-xdist worker has its own tree, and ``main``
+    combines them."""
+    folder = folder / worker
     folder.mkdir(parents=True, exist_ok=True)
     rc = folder / "coveragerc"
     rc.write_text("[run]\nparallel = True\ndata_file = %s\nsource = %s\n"
                   % (folder / ".coverage", tree / "mqe"))
     (folder / "tree.json").write_text(json.dumps({"tree": str(tree)}))
     return rc
+
+
+def combined(folder: Path):
+    """``(tree, data)``: every worker's measurements under ``folder``, their trees (copies of
+    one) mapped onto the first worker's by coverage's ``[paths]``; None when none ran."""
+    import coverage
+    workers = sorted(p.parent for p in folder.glob("*/tree.json"))
+    if not workers:
+        return None
+    trees = [json.loads((w / "tree.json").read_text())["tree"] for w in workers]
+    rc = folder / "combine.rc"
+    rc.write_text("[run]\ndata_file = %s\n[paths]\nmqe =\n%s" % (
+        folder / ".coverage", "".join("    %s/mqe\n" % tree for tree in trees)))
+    cov = coverage.Coverage(data_file=str(folder / ".coverage"), config_file=str(rc))
+    cov.combine(data_paths=[str(w) for w in workers], keep=True)
+    cov.save()
+    return Path(trees[0]), cov
 
 
 def places(source: str) -> dict:
@@ -169,14 +189,12 @@ def stale(tree: Path, listed) -> list:
 
 
 def main(folder: str) -> int:
-    import coverage
     from coverage.results import format_lines
-    folder = Path(folder)
-    tree = Path(json.loads((folder / "tree.json").read_text())["tree"])
-    cov = coverage.Coverage(data_file=str(folder / ".coverage"),
-                            config_file=str(folder / "coveragerc"))
-    cov.combine(data_paths=[str(folder)], keep=True)
-    cov.save()
+    found = combined(Path(folder))
+    if found is None:
+        print("mqe coverage: no real_mqe test ran in %s, so no MQE coverage to print" % folder)
+        return 0
+    tree, cov = found
     listed, hidden = entries(), overridden(tree)
     gone = stale(tree, listed)
     total = [0, 0]
