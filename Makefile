@@ -275,7 +275,7 @@ test: $(VENV)/.stamp ## run the CPU test suite (no Docker, no GPU needed; the re
 
 .PHONY: test-real
 test-real: $(VENV)/.stamp ## the slow real-MQE tests over the Isaac Gym stand-in (learning, equivalence traces; needs MAPUSH_SRC)
-	$(MAKE) test TEST_MARKERS=real_mqe
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(MAKE) test TEST_MARKERS=real_mqe
 
 # The real-MQE tests (tests/standin) need MAPush at the pin: MAPUSH_SRC, else a tree fetched
 # once into build/ as the image fetches it; without either they skip, saying why.

@@ -27,12 +27,12 @@ SETS = ["--set", "task.env.episode_length_s=5",
         "--set", "task.goal.random_goal_distance_from_init=[1.2,1.6]"]
 
 
-def train(real_mqe, tmp_path, name, *extra):
+def train(real_mqe, tmp_path, name, steps, *extra):
     """push_reward and success_rate of one seeded run, in order of step."""
     config = real_mqe["tree"] / "results" / "10-15-23_cuboid" / "task" / "config.py"
     run = tmp_path / name
     proc = run_mapush(["train", "--object", "cuboid", "--object-config", config,
-                       "--num-envs", 32, "--steps", 256000, "--seed", 1, "--run-dir", run,
+                       "--num-envs", 32, "--steps", steps, "--seed", 1, "--run-dir", run,
                        "--no-preflight", "--sim-device", "cpu", "--rl-device", "cpu"]
                       + SETS + list(extra), real_env(real_mqe), cwd=tmp_path, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -41,14 +41,18 @@ def train(real_mqe, tmp_path, name, *extra):
             [value for _, value in sorted(logged["metrics/success_rate"])])
 
 
-# two trainings (the control, then the learner) take about 6 minutes on 2 cores here and more
-# in the image: past pytest-timeout's 600 s default (pyproject.toml), a hang guard of 40 min
+# the two trainings took 18 minutes in the image beside another test: past pytest-timeout's
+# 600 s default (pyproject.toml), a hang guard of 40 min
 @pytest.mark.timeout(2400)
 def test_ppo_learns_to_push_the_cuboid_over_the_stand_in(real_mqe, tmp_path):
-    control, _ = train(real_mqe, tmp_path, "control", "--set", "lr=0", "--set", "critic_lr=0")
-    push, success = train(real_mqe, tmp_path, "learner")
+    # The control's policy never changes, so each of its updates draws push_reward from one
+    # distribution: its first 10 updates (2 logs) are its last two logs' worth, at a quarter
+    # of the learner's cost (its 8 logs never passed 0.047 over the bounded drive).
+    control, _ = train(real_mqe, tmp_path, "control", 64000, "--set", "lr=0",
+                       "--set", "critic_lr=0")
+    push, success = train(real_mqe, tmp_path, "learner", 256000)
     print("push_reward: learner %s, control (lr 0) %s" % (push, control))
-    assert len(push) >= 6 and len(control) == len(push), (push, control)
+    assert len(push) >= 6 and len(control) >= 2, (push, control)
     assert sum(push[-2:]) / 2 >= BAR, push
     assert sum(control[-2:]) / 2 < BAR, control
     assert success[-1] > 0, success

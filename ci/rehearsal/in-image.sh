@@ -52,7 +52,10 @@ fi
 coverage=$out/coverage
 rm -rf "$coverage" && mkdir -p "$coverage" && chmod 0777 "$coverage"
 mapfile -t stack_files < ci/stack-files.txt  # .ci/run's make test leaves them to the image
-# a test file to a worker, one per core (pytest-xdist, as make test): about half the time on 2
+# a test file to a worker, one per core (pytest-xdist, as make test): about half the time on 2,
+# each process on one thread (OMP_NUM_THREADS=1 below): torch's OpenMP threads spin while they
+# wait, and 3 processes of 2 threads on 2 cores took 15 s for what 1 took in 1.2 s (1 thread
+# each: 3 s); without it, evals of 2 envs ran past their 300 s guard
 args=${IMAGE_CHECK_PYTEST:-"--durations=30 -n auto --dist loadfile -m 'not docker' $(echo tests/test_real_mqe_*.py) ${stack_files[*]}"}
 echo "image-check: the stack's tests in $tag as uid $uid: pytest $args"
 # shellcheck disable=SC2016  # expanded in the container
@@ -61,6 +64,7 @@ podman run --rm --init -v "$PWD:/src:ro" -v "$src:/mapush-src:ro" -v "$pristine:
     -e MAPUSH_DEV_PYTHON="/devpython/bin/$(basename "$dev")" -e LD_LIBRARY_PATH=/devpython/lib \
     -e MAPUSH_SRC=/mapush-src -e MAPUSH_PRISTINE_OPENRL=/pristine/openrl -e MAPUSH_STACK=cu116 \
     -e MAPUSH_MQE_COVERAGE=/coverage -e PYTHONPATH=/testdeps -e ARGS="$args" \
+    -e OMP_NUM_THREADS=1 \
     --entrypoint bash "$tag" -c '
 set -euo pipefail
 mkdir -p /tmp/src/.venv

@@ -55,10 +55,11 @@ MID_SETS = ["task.env.episode_length_s=5", "task.goal.random_goal_distance_from_
 UPPER_SETS = ["task.env.episode_length_s=30"]
 
 
-def pipeline_options(envs, device="cpu"):
-    """``mapush pipeline``'s options (docs/cli.md) for ``envs`` envs a level."""
+def pipeline_options(envs, device="cpu", updates=MID_UPDATES):
+    """``mapush pipeline``'s options (docs/cli.md) for ``envs`` envs a level and ``updates``
+    updates of the mid level."""
     return ["--object", "cuboid", "--num-envs", envs, "--upper-num-envs", envs, "--mid-steps",
-            envs * MID_ROLLOUT * MID_UPDATES, "--upper-steps",
+            envs * MID_ROLLOUT * updates, "--upper-steps",
             envs * UPPER["episode_length"] * 2, "--eval-envs", envs, "--sim-device", device,
             "--rl-device", device] + [a for item in MID_SETS for a in ("--set", item)] + [
                 a for item in UPPER_SETS for a in ("--upper-set", item)]
@@ -139,6 +140,9 @@ def main(argv=None):
     parser.add_argument("--envs", type=int, default=32, help="envs a level (default: %(default)s)")
     parser.add_argument("--work", default=str(REPO / "build" / "try"),
                         help="where the prepared MAPush tree is kept (default: %(default)s)")
+    parser.add_argument("--mid-updates", type=int, default=MID_UPDATES,
+                        help="PPO updates of the mid level, a point each on its curve "
+                        "(default: %(default)s)")
     parser.add_argument("--no-open", action="store_true", help="do not open the report")
     parser.add_argument("--device", default="cpu", help="cpu, or cuda:0: the tour on a GPU "
                         "(default: %(default)s)")
@@ -163,6 +167,8 @@ def main(argv=None):
     print(BANNER, file=sys.stderr, flush=True)
     if args.envs < 1:
         return fail("--envs %d: give 1 or more" % args.envs)
+    if args.mid_updates < 1:
+        return fail("--mid-updates %d: give 1 or more" % args.mid_updates)
     tree = Path(args.work) / "MAPush"
     prepared = subprocess.run([sys.executable, str(HERE / "prepare_tree.py"), src, str(tree)])
     if prepared.returncode != 0:
@@ -187,7 +193,7 @@ def main(argv=None):
             path.write_text("".join("%s: %s\n" % item for item in values.items()))
             configs.append(path)
         code = run([sys.executable, "-m", "mapush", "pipeline"] + pipeline_options(
-            args.envs, args.device) +
+            args.envs, args.device, args.mid_updates) +
                    ["--config", configs[0], "--upper-config", configs[1], "--dir", out], env)
         if code != 0:
             return code
