@@ -642,26 +642,28 @@ def case_push(n, steps=1000, still=False):
                        "push": float(env.push_reward_scale)}}
 
 
-def ocb_normals(vertices, rel):
-    """The inward normal of the box polygon's edge nearest each point ``rel`` (box frame).
-    An edge's distance is the point's distance to its line where the point projects onto
-    the segment, else to the nearer end; the first edge wins a tie, as the edges are listed.
-    It is computed in torch's float32, as MQE decides (go1_push_mid_wrapper.py:90-117 at the
-    pin): a tie is one once rounded, at a corner (the two edges' shared vertex) and where a
-    point a metre out lies within about 1e-4 m of a corner's boundary line (its distance to
-    the line and to the vertex then round alike: the image's run met one). Against MQE's
-    function on 1.8M points around the cuboid, none differed (float64 differed on 1.4e-4)."""
-    v = torch.tensor(vertices, dtype=torch.float32)
-    p = rel.float()[:, None, :]
+def ocb_normals(vertices, rel, tie=1e-6):
+    """The inward normals of the box polygon's edge nearest each point ``rel`` (box frame),
+    and of the edge that ties with it. An edge's distance is to its segment (the projection
+    clamped to it). MQE decides in float32 from float32 inputs (go1_push_mid_wrapper.py:90-117
+    at the pin), the first edge of a tie winning: at a corner (both edges' shared vertex) the
+    first edge, as listed, is the nearest here too; but where a point just inside one edge's
+    strip is as far from it as from the next edge's vertex to within float32's rounding (a
+    point 0.2 m out and 6e-5 m inside: 9e-9 m apart, the image's run met one), either edge
+    may win. So the second normal is the runner-up's where the two lie within ``tie`` m, else
+    the nearest's again."""
+    v = torch.as_tensor(np.asarray(vertices), dtype=torch.float64)
     start, end = v[None], torch.roll(v, -1, 0)[None]
     edge = end - start
-    unit = edge / torch.norm(edge, dim=-1, keepdim=True)
-    d = p - start
-    across = torch.abs(d[..., 0] * unit[..., 1] - d[..., 1] * unit[..., 0])
-    onto = ((d * edge).sum(-1) >= 0) & (((p - end) * edge).sum(-1) <= 0)
-    dist = torch.minimum(torch.where(onto, across, torch.full_like(across, float("inf"))),
-                         torch.minimum(torch.norm(d, dim=-1), torch.norm(p - end, dim=-1)))
-    return torch.stack([-unit[0, :, 1], unit[0, :, 0]], -1).double()[dist.argmin(1)]
+    p = rel.double()[:, None, :]
+    t = (((p - start) * edge).sum(-1) / (edge * edge).sum(-1)).clamp(0.0, 1.0)
+    dist = (p - (start + t[..., None] * edge)).norm(dim=-1)
+    order = torch.sort(dist, dim=1, stable=True).indices  # torch 1.13: sort has stable
+    first, second = order[:, 0], order[:, 1]
+    gap = dist.gather(1, second[:, None])[:, 0] - dist.gather(1, first[:, None])[:, 0]
+    unit = edge[0] / edge[0].norm(dim=-1, keepdim=True)
+    normal = torch.stack([-unit[:, 1], unit[:, 0]], -1)
+    return normal[first], normal[torch.where(gap < tie, second, first)]
 
 
 def case_terms(n, steps=300):
@@ -696,7 +698,7 @@ def case_terms(n, steps=300):
     inner.check_termination = watched
     worst = {k: 0.0 for k in env.reward_buffer if k != "step_count"}
     fired = dict.fromkeys(worst, 0)
-    total_worst, last_box, contact = 0.0, None, 0.0
+    total_worst, last_box, contact, ties = 0.0, None, 0.0, 0
     together, degree_worst = 0, 0.0  # the collaboration degree's count, by hand and MQE's
     reach = float(getattr(inner.cfg.goal, "collaboration_threshold", 1.0))
     for step in range(steps):
@@ -740,13 +742,21 @@ def case_terms(n, steps=300):
         for i in range(agents):
             d = base[:, i, :2] - box_pos[:, :2]
             rel = torch.stack([d[:, 0] * cos + d[:, 1] * sin, -d[:, 0] * sin + d[:, 1] * cos], -1)
-            normal = ocb_normals(vertices, rel)
-            world = torch.stack([normal[:, 0] * cos - normal[:, 1] * sin,
-                                 normal[:, 0] * sin + normal[:, 1] * cos], -1)
-            ocb.append((ahead * world).sum(-1) * s["ocb_reward"])
-        ocb = torch.stack(ocb, 1)
-        # each robot: every per-env term (the pair's collision term once: two robots) and its own
-        per_agent = sum(v for v in mine.values()).unsqueeze(1) + approach + ocb
+            candidates = []
+            for normal in ocb_normals(vertices, rel):
+                world = torch.stack([normal[:, 0] * cos - normal[:, 1] * sin,
+                                     normal[:, 0] * sin + normal[:, 1] * cos], -1)
+                candidates.append((ahead * world).sum(-1) * s["ocb_reward"])
+            ocb.append(torch.stack(candidates, -1))
+        ocb = torch.stack(ocb, 1)  # env, robot, (nearest edge, tied edge)
+        # each robot: every per-env term (the pair's collision term once: two robots) and its
+        # own; a tie's edge is the one whose OCB term makes MQE's reward (counted in ``ties``)
+        rest = sum(v for v in mine.values()).unsqueeze(1) + approach
+        pick = ((rest.unsqueeze(-1) + ocb - reward.double().unsqueeze(-1)).abs()
+                .argmin(-1, keepdim=True))
+        ties += int((pick[..., 0] == 1).logical_and(ocb[..., 1] != ocb[..., 0]).sum())
+        ocb = ocb.gather(-1, pick)[..., 0]
+        per_agent = rest + ocb
         total_worst = max(total_worst, float((per_agent - reward.double()).abs().max()))
         mine = {k: float(v.sum()) for k, v in mine.items()}
         mine["approach_to_box_reward"] = float(approach.sum())
@@ -756,6 +766,7 @@ def case_terms(n, steps=300):
             worst[k] = max(worst[k], abs(delta - mine[k]) / max(1.0, abs(mine[k])))
             fired[k] += int(mine[k] != 0.0)
     return {"worst": worst, "fired": fired, "total_worst": total_worst, "contact": contact,
+            "ties": ties,
             "scales": s, "steps": steps, "together": together, "degree_worst": degree_worst,
             "collision_degree": float(inner.collision_degree_buf.abs().max())}
 

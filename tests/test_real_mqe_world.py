@@ -110,6 +110,9 @@ def test_every_reward_term_of_the_mid_task_is_its_formula(real_mqe):
     for term, worst in out["worst"].items():
         assert worst <= 1e-5, (term, out["worst"])  # relative (float32 against float64)
     assert out["total_worst"] <= 1e-4, out["total_worst"]
+    # a tie of two edges within float32's rounding may go either way (the probe's
+    # ocb_normals): rare, the image's run met one in 2,400 robot-steps
+    assert out["ties"] <= 3, out["ties"]
     fired = out["fired"]
     assert fired["exception_punishment"] >= 1 and fired["reach_target_reward"] >= 1, fired
     assert fired["push_reward"] > 50
