@@ -47,7 +47,7 @@ def ppo_run(real_mqe, tmp_path_factory):
     proc = run_mapush(["train", "--algo", "ppo", "--object", "cuboid", "--num-envs", 4,
                        "--steps", 80, "--checkpoint-interval", 40, "--seed", 1,
                        "--run-dir", run, "--config", config] + CPU,
-                      real_env(real_mqe), cwd=tmp, timeout=300)
+                      real_env(real_mqe), cwd=tmp, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"run": run, "tmp": tmp}
 
@@ -56,7 +56,7 @@ def ppo_run(real_mqe, tmp_path_factory):
 def test_eval_of_each_published_checkpoint_infers_its_object(real_mqe, tmp_path, obj):
     results = real_mqe["tree"] / "results" / ("10-15-23_%s" % obj)
     proc = run_mapush(["eval", "--checkpoint", results, "--num-envs", NUM_ENVS] + CPU,
-                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+                      real_env(real_mqe), cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = last_json(proc.stdout)
     assert (result["object"], result["origin"], result["step"]) == (obj, "upstream", 100000000)
@@ -71,7 +71,7 @@ def test_eval_of_each_published_checkpoint_infers_its_object(real_mqe, tmp_path,
 def test_eval_of_a_run_of_ours_writes_a_line_per_checkpoint(real_mqe, ppo_run):
     run = ppo_run["run"]
     proc = run_mapush(["eval", "--run", run, "--num-envs", NUM_ENVS] + CPU,
-                      real_env(real_mqe), cwd=ppo_run["tmp"], timeout=300)
+                      real_env(real_mqe), cwd=ppo_run["tmp"], timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(l) for l in (run / "eval.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [40, 80]
@@ -89,10 +89,10 @@ def test_eval_of_a_harl_checkpoint_over_real_mqe(real_mqe, tmp_path):
     run = tmp_path / "happo"
     proc = run_mapush(["train", "--algo", "happo", "--object", "cylinder", "--num-envs", 4,
                        "--steps", 40, "--seed", 1, "--run-dir", run, "--config", config] + CPU,
-                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+                      real_env(real_mqe), cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_mapush(["eval", "--checkpoint", run, "--num-envs", NUM_ENVS] + CPU,
-                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+                      real_env(real_mqe), cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = last_json(proc.stdout)
     assert (result["algo"], result["object"], result["step"]) == ("happo", "cylinder", 40)
@@ -106,7 +106,7 @@ def test_upper_eval_plans_with_rrt_through_the_real_wrapper(real_mqe, tmp_path):
     figures = tmp_path / "rrt"
     proc = run_mapush(["eval", "--task", "go1push_upper", "--checkpoint", example,
                        "--num-envs", NUM_ENVS, "--out", figures] + CPU,
-                      real_env(real_mqe), cwd=tmp_path, timeout=560)  # pytest's is 600
+                      real_env(real_mqe), cwd=tmp_path, timeout=880)  # pytest's is 900
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = last_json(proc.stdout)
     assert result["task"] == "go1push_upper" and result["object"] == "cuboid"
@@ -131,7 +131,7 @@ def test_video_of_a_published_checkpoint_through_mqe_camera(real_mqe, tmp_path):
     icd.write_text('{"ICD": {"library_path": "libGLX_nvidia.so.0"}}')
     proc = run_mapush(["eval", "--checkpoint", results, "--video", "--out", out] + CPU,
                       real_env(real_mqe, VK_ICD_FILENAMES=icd, MAPUSH_WHERE="host"),
-                      cwd=tmp_path, timeout=400)
+                      cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # MQE's own recording prints ("Successfully store the video of last episode" at every
     # reset of env 0, a film or not) are not ours to say: only --verbose shows them (#81)
@@ -151,7 +151,7 @@ def test_video_of_a_published_checkpoint_through_mqe_camera(real_mqe, tmp_path):
 
 def test_report_of_a_run_trained_over_real_mqe(real_mqe, ppo_run):
     run = ppo_run["run"]
-    proc = run_mapush(["report", run], real_env(real_mqe), cwd=ppo_run["tmp"], timeout=300)
+    proc = run_mapush(["report", run], real_env(real_mqe), cwd=ppo_run["tmp"], timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = (run / "report" / "index.html").read_text()
     assert "cuboid" in page and list((run / "report").glob("*.png"))
@@ -166,7 +166,7 @@ def test_reproduce_evaluates_the_authors_checkpoints_as_eval_does(real_mqe, tmp_
     the CPU against 300 on a GPU; benchmarks/results/oracle-h200-20261202.jsonl)."""
     out = tmp_path / "reproduce"
     proc = run_mapush(["reproduce", "--objects", "cylinder", "--num-envs", NUM_ENVS,
-                       "--out", out] + CPU, real_env(real_mqe), cwd=tmp_path, timeout=600)
+                       "--out", out] + CPU, real_env(real_mqe), cwd=tmp_path, timeout=900)
     # exit 1: our figures (over the stand-in's physics) differ from theirs, flagged
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     table = json.loads((out / "table.json").read_text())
@@ -176,7 +176,7 @@ def test_reproduce_evaluates_the_authors_checkpoints_as_eval_does(real_mqe, tmp_
     assert (out / "table.md").is_file()
     results = real_mqe["tree"] / "results" / "10-15-23_cylinder"
     proc = run_mapush(["eval", "--checkpoint", results, "--num-envs", NUM_ENVS] + CPU,
-                      real_env(real_mqe), cwd=tmp_path, timeout=300)
+                      real_env(real_mqe), cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     alone = last_json(proc.stdout)
     for key in ("success_rate", "finished_time", "collaboration_degree"):
@@ -227,7 +227,7 @@ def test_pipeline_runs_its_four_stages_over_real_mqe(real_mqe, tmp_path):
                        NUM_ENVS, "--config", mid, "--upper-config", upper, "--dir", folder,
                        "--set", "task.env.episode_length_s=2", "--upper-set",
                        "task.env.episode_length_s=4", "--upper-set", "clip_param=0.3"]
-                      + CPU, real_env(real_mqe), cwd=tmp_path, timeout=600)
+                      + CPU, real_env(real_mqe), cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     stages = {s["name"]: s for s in
               json.loads((folder / "pipeline.json").read_text())["stages"]}

@@ -23,7 +23,7 @@ MID_SETS = {"env.episode_length_s": 5, "goal.random_goal_distance_from_init": [1
             "rewards.scales.exception_punishment_scale": -100000}
 
 
-def make_try(tmp, out, *extra, src=MAPUSH_SRC, timeout=580):
+def make_try(tmp, out, *extra, src=MAPUSH_SRC, timeout=880):
     env = dict(os.environ, MAPUSH_SRC=src or "")
     return subprocess.run([sys.executable, str(TRY), "--dir", str(out), "--work", str(tmp / "w"),
                            "--no-open"] + list(extra), env=env, capture_output=True, text=True,
