@@ -63,8 +63,7 @@ def real_mqe(upstream, tmp_path_factory):
     if measured:  # tests/mqe_coverage.py: this tree's children, and no other tree's
         from tests.mqe_coverage import rcfile
 
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        measured = {"rc": str(rcfile(Path(measured), tree, worker)), "tree": str(tree)}
+        measured = {"rc": str(rcfile(Path(measured), tree)), "tree": str(tree)}
     return {"tree": tree, "records": records, "site": upstream["site"], "coverage": measured}
 
 

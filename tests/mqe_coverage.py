@@ -19,6 +19,7 @@ import ast
 import fnmatch
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -60,11 +61,11 @@ def unproducible(tree: Path, name: str) -> set:
     return {n for n, text in enumerate(lines, 1) if any(w in text for w in words)}
 
 
-def rcfile(folder: Path, tree: Path, worker: str = "main") -> Path:
+def rcfile(folder: Path, tree: Path, worker: str = "") -> Path:
     """The rc file every process measured over ``tree`` reads (COVERAGE_PROCESS_START), in
-    ``worker``'s own subfolder: each pytest-xdist worker has its own tree, and ``main``
-    combines them."""
-    folder = folder / worker
+    ``worker``'s own subfolder (default: this pytest-xdist worker's name, else ``main``): each
+    worker has its own tree, and ``main`` combines them."""
+    folder = folder / (worker or os.environ.get("PYTEST_XDIST_WORKER", "main"))
     folder.mkdir(parents=True, exist_ok=True)
     rc = folder / "coveragerc"
     rc.write_text("[run]\nparallel = True\ndata_file = %s\nsource = %s\n"
